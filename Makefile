@@ -1,0 +1,46 @@
+# Two commands do everything on a fresh machine: `make run` (the default pipeline) and `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+export HF_HUB_OFFLINE := 1
+export DVC_NO_ANALYTICS := 1
+export DO_NOT_TRACK := 1
+export MLFLOW_DISABLE_TELEMETRY := true
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+export PREFECT_HOME ?= $(abspath .prefect)
+export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
+
+.PHONY: setup run test test-slow ci mlflow-ui prefect-server prefect-worker prefect-deploy clean
+
+setup: $(VENV)/.installed
+
+# torch first, from the CPU wheel: otherwise pip resolves a multi-GB CUDA build.
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade "pip>=24"
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $@
+
+run: setup  ## reproduce the embedded default end to end (dvc repro)
+	$(VENV)/bin/dvc repro
+
+test: setup  ## the fast default suite
+	$(PY) -m pytest -q
+
+test-slow: setup  ## tiny-model training, dvc repro of the micro preset, Prefect server
+	$(PY) -m pytest -q -m slow
+
+ci: test test-slow
+
+mlflow-ui: setup  ## compare methods in the MLflow UI on http://127.0.0.1:5000
+	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///$(abspath mlflow/mlflow.db) --host 127.0.0.1 --port 5000 -w 1
+
+prefect-server: setup  ## local Prefect server (sqlite under .prefect/) on http://127.0.0.1:4200
+	scripts/prefect_server.sh
+
+prefect-deploy: setup  ## register deployments from prefect.yaml and start a worker
+	scripts/prefect_deploy.sh
+
+clean:
+	rm -rf data/prepared data/base_model data/checkpoints data/eval data/plots reports

@@ -1,0 +1,63 @@
+"""Stage `evaluate`: held-out benchmarks for one policy (`--method rlvr`, or `--method base`).
+
+Writes `data/eval/<name>/metrics.json` (tracked by DVC as metrics) and logs the same numbers to the
+method's MLflow run (the one `train` opened, read from `run.json`; `base` gets its own run).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from prefect import flow
+
+from core import paths
+from core.cli import parser, run_main
+from core.io import read_json, write_json
+from core.params import Params, load
+from rewards import get_method
+
+
+def evaluate(params: Params, name: str) -> dict:
+    import mlflow
+
+    from evals.suite import evaluate_policy
+    from models.policy import load_policy
+    from tasks import tracking
+
+    if name != "base":
+        get_method(name)
+    start = time.time()
+    model, tokenizer = load_policy(paths.policy_dir(params, name))
+    metrics = evaluate_policy(model, tokenizer, paths.PREPARED, params.eval.benchmarks,
+                              params.eval, params.seed)
+    metrics["eval_seconds"] = round(time.time() - start, 1)
+    write_json(paths.eval_dir(name) / "metrics.json", metrics)
+    tracking.setup()
+    if name == "base":
+        tags = {"reward_method": "base", "seed": str(params.seed), "stage": "evaluate",
+                "git_commit": tracking.git_commit(), "data_hash": tracking.data_hash(paths.PREPARED)}
+        with tracking.run(f"base-seed{params.seed}", tags):
+            tracking.log_metrics({f"test/{k}": v for k, v in metrics.items()})
+    else:
+        run_id = read_json(paths.checkpoint_dir(name) / "run.json")["run_id"]
+        with mlflow.start_run(run_id=run_id):
+            tracking.log_metrics({f"test/{k}": v for k, v in metrics.items()})
+    return metrics
+
+
+@flow(name="evaluate", log_prints=True)
+def evaluate_flow(method: str, preset: str | None = None) -> dict:
+    """Evaluate one policy on the held-out benchmarks."""
+    return evaluate(load(preset=preset), method)
+
+
+def main() -> None:
+    p = parser(__doc__)
+    p.add_argument("--method", required=True, help="a trained method, or `base`")
+    args = p.parse_args()
+    print(json.dumps(evaluate(load(args.params, preset=args.preset), args.method), indent=1))
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,130 @@
+"""Stage `train`: GRPO on the base model with one reward method (`--method rlvr`).
+
+Outputs, for method M: `data/checkpoints/M/final` (weights + tokenizer), `data/checkpoints/M/run.json`
+(the MLflow run id, read by `evaluate`), and `data/plots/M/{train,heldout}.json` (per-step curves
+for `dvc plots` and the report). TRL's resumable `checkpoint-<step>` folders sit beside `final`;
+they are reused only when the training config hash matches, so a changed param never resumes a
+stale run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from pathlib import Path
+
+from prefect import flow
+
+from core import paths
+from core.cli import parser, run_main
+from core.io import read_jsonl, write_json
+from core.params import Params, load
+from rewards import get_method, reward_functions, reward_version
+
+log = logging.getLogger(__name__)
+
+# Fields the policy does not need at train time (the SFT target would leak the answer style).
+_DROP = ("demonstration", "family", "split")
+
+
+def task_rows(prepared: Path, task: str, split: str = "train") -> list[dict]:
+    rows = read_jsonl(prepared / f"{task}_{split}.jsonl", required=("id", "prompt"))
+    return [{"prompt_id": r["id"], **{k: v for k, v in r.items() if k not in _DROP + ("id",)}}
+            for r in rows]
+
+
+def config_hash(params: Params, method: str) -> str:
+    relevant = {"seed": params.seed, "grpo": params.grpo.model_dump(),
+                "reward": getattr(params.reward, method).model_dump(),
+                "base": str(paths.base_model_dir(params))}
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _prepare_output(out: Path, digest: str) -> None:
+    """Keep resumable checkpoints only if they were made with the same config."""
+    stamp = out / "config_hash"
+    if out.exists() and (not stamp.exists() or stamp.read_text() != digest):
+        for p in out.glob("checkpoint-*"):
+            shutil.rmtree(p)
+        shutil.rmtree(out / "final", ignore_errors=True)
+    out.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(digest)
+
+
+def curves(history: list[dict]) -> list[dict]:
+    """Per-step training curve rows from TRL's log history (for dvc plots and the report)."""
+    keys = {"reward": "reward", "reward_std": "reward_std", "entropy": "entropy",
+            "completion_length": "completions/mean_length", "clipped_ratio": "completions/clipped_ratio"}
+    rows = []
+    for h in history:
+        if "reward" in h and "step" in h:
+            rows.append({"step": h["step"], **{k: h[v] for k, v in keys.items() if v in h}})
+    return rows
+
+
+def train(params: Params, method: str) -> dict:
+    """Train `method`; returns a summary (final train reward, held-out history, run id)."""
+    from evals.suite import evaluate_policy
+    from models import grpo
+    from models.callbacks import HeldoutCallback
+    from models.policy import load_policy
+    from tasks import tracking
+
+    get_method(method)  # unknown names fail here, listing the known ones
+    funcs = reward_functions(method, params.reward)
+    prepared, base = paths.PREPARED, paths.base_model_dir(params)
+    rows = task_rows(prepared, params.grpo.task)
+    out = paths.checkpoint_dir(method)
+    digest = config_hash(params, method)
+    _prepare_output(out, digest)
+    _, tokenizer = load_policy(base)
+
+    def heldout(model) -> dict:
+        return evaluate_policy(model, tokenizer, prepared, [params.grpo.task], params.eval,
+                               params.seed, split="val", n=None, k=params.eval.heldout_k,
+                               greedy=False)
+
+    def sink(metrics: dict, step: int) -> None:
+        tracking.log_metrics({f"heldout/{k}": v for k, v in metrics.items()}, step=step)
+
+    callback = HeldoutCallback(heldout, params.grpo.heldout_every, sink)
+    tags = {"reward_method": method, "reward_version": reward_version(method),
+            "seed": str(params.seed), "git_commit": tracking.git_commit(),
+            "data_hash": tracking.data_hash(prepared), "config_hash": digest,
+            "preset": params.preset or "default", "stage": "train"}
+    logged = params.model_dump(exclude={"presets"})
+    with tracking.run(f"{method}-seed{params.seed}", tags, {"lab": logged}) as run:
+        history = grpo.train(base, rows, funcs, params.grpo, seed=params.seed, output_dir=out,
+                             callbacks=[callback], report_to=["mlflow"],
+                             run_name=f"{method}-seed{params.seed}")
+        tracking.log_model_pointer(out / "final")
+        run_id = run.info.run_id
+    curve = curves(history)
+    write_json(paths.plots_dir(method) / "train.json", curve)
+    write_json(paths.plots_dir(method) / "heldout.json", callback.history)
+    summary = {"method": method, "run_id": run_id, "seed": params.seed, "config_hash": digest,
+               "steps": curve[-1]["step"] if curve else 0,
+               "final_reward": curve[-1].get("reward") if curve else None,
+               "heldout": callback.history}
+    write_json(out / "run.json", summary)
+    return summary
+
+
+@flow(name="train", log_prints=True)
+def train_flow(method: str, preset: str | None = None) -> dict:
+    """GRPO-train one method."""
+    return train(load(preset=preset), method)
+
+
+def main() -> None:
+    p = parser(__doc__)
+    p.add_argument("--method", required=True, help="reward method, e.g. rlvr or random")
+    args = p.parse_args()
+    summary = train(load(args.params, preset=args.preset), args.method)
+    print(json.dumps({k: v for k, v in summary.items() if k != "heldout"}))
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,388 @@
+"""Collapse detection: reward hacking, entropy collapse, length collapse, no-op outputs (SPEC 10).
+
+Why this exists: label-free rewards are proxies, and the RLME paper (000, §4.4, Fig. 5) shows the
+typical failure: the train reward keeps rising while accuracy on held-out data falls after a
+peak, because the generator learns to fool its evaluator. The paper's remedies are early
+stopping or ground-truth anchoring (§4.6, §5); this module supplies the early-stopping half by
+turning an evaluation history into dated events. The same monitor watches two other ways a
+policy degenerates under GRPO: the sampling entropy collapses (every completion in a group is
+the same, so group-relative advantages vanish) and the completion length collapses (empty
+answers) or saturates (completions clipped at the generation limit).
+
+Everything here is numpy and plain Python: the module is imported by a trainer callback, by the
+evaluation flow and by offline analysis, so it must not pull in mlflow, prefect or transformers.
+
+Choices that SPEC 10 leaves open, all **(ours)** and all parameters of ``CollapseConfig``:
+
+- The "best held-out step" is the first evaluation that reaches the running maximum (a later
+  tie does not move it), so the checkpoint kept is the earliest one with the best score.
+- Comparisons allow a float slack of ``1e-9`` so that a drop of exactly ``min_drop`` (e.g.
+  0.8 -> 0.7) counts, as the SPEC's "at least" intends, despite binary rounding.
+- Length collapse uses the same ``patience`` as the other detectors: one short evaluation in a
+  noisy run is not a collapse.
+- A missing value (``NaN``, or ``None`` given to the monitor) never satisfies a condition and
+  never becomes the best score; in the pure detectors it breaks a streak, in the monitor the
+  evaluation is skipped for that signal.
+- A no-op output is either identical to its input after whitespace normalisation, or mostly a
+  copy of it: at least ``copy_frac`` (default 0.8) of the output's word 3-grams occur in the input.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = [
+    "CollapseConfig",
+    "CollapseEvent",
+    "CollapseMonitor",
+    "detect_entropy_collapse",
+    "detect_length_collapse",
+    "detect_reward_hacking",
+    "is_noop",
+    "noop_rate",
+]
+
+KINDS = ("reward_hacking", "entropy", "length")
+
+# Slack for float comparisons: a drop of exactly min_drop must count ("at least", SPEC 10).
+_EPS = 1e-9
+
+
+def _as_float_arrays(steps: Sequence[int], *series: Sequence[float] | None) -> list[np.ndarray]:
+    """Convert the series to float arrays and check they are as long as ``steps``."""
+    n = len(steps)
+    out = []
+    for s in series:
+        if s is None:
+            out.append(None)
+            continue
+        a = np.asarray(s, dtype=float)
+        if a.ndim != 1 or a.shape[0] != n:
+            raise ValueError(f"every series must have one value per step: {n} steps, got shape {a.shape}")
+        out.append(a)
+    return out
+
+
+def _check_patience(patience: int) -> None:
+    if patience < 1:
+        raise ValueError(f"patience must be at least 1, got {patience}")
+
+
+def _first_streak(steps: Sequence[int], condition: Sequence[bool], patience: int) -> int | None:
+    """Step of the ``patience``-th consecutive True in ``condition``, or None."""
+    run = 0
+    for step, ok in zip(steps, condition):
+        run = run + 1 if ok else 0
+        if run >= patience:
+            return int(step)
+    return None
+
+
+def detect_reward_hacking(
+    steps: Sequence[int],
+    reward: Sequence[float],
+    heldout: Sequence[float],
+    min_drop: float = 0.1,
+    reward_tol: float = 0.0,
+    patience: int = 2,
+) -> int | None:
+    """Step at which reward hacking is confirmed, or None (SPEC 10; paper 000 §4.4).
+
+    An evaluation satisfies the condition when the held-out score is at least ``min_drop`` below
+    its best so far while the train reward is at least its value at that best step minus
+    ``reward_tol``: the proxy still says "better" while the truth says "worse", the signature of
+    Fig. 5. Hacking is confirmed at the ``patience``-th consecutive such evaluation, so a single
+    noisy held-out dip is not enough.
+
+    >>> steps = [0, 10, 20, 30, 40, 50]
+    >>> reward = [0.1, 0.3, 0.5, 0.6, 0.7, 0.8]
+    >>> heldout = [0.3, 0.5, 0.6, 0.45, 0.40, 0.35]
+    >>> detect_reward_hacking(steps, reward, heldout)
+    40
+    >>> detect_reward_hacking(steps, reward, [0.3, 0.5, 0.6, 0.62, 0.64, 0.7]) is None
+    True
+    """
+    _check_patience(patience)
+    r, h = _as_float_arrays(steps, reward, heldout)
+    best_h, best_r = -math.inf, math.nan
+    condition = []
+    for hi, ri in zip(h, r):
+        if hi > best_h:
+            best_h, best_r = hi, ri
+        condition.append(bool(hi <= best_h - min_drop + _EPS and ri >= best_r - reward_tol - _EPS))
+    return _first_streak(steps, condition, patience)
+
+
+def detect_entropy_collapse(
+    steps: Sequence[int], entropy: Sequence[float], floor: float, patience: int = 2
+) -> int | None:
+    """Step at which entropy collapse is confirmed, or None (SPEC 10).
+
+    When the policy's token entropy stays below ``floor`` the G samples of a group become
+    identical, their rewards tie, and the group-relative advantage (paper 000 §3.2) is zero:
+    training stops learning while still spending compute.
+
+    >>> detect_entropy_collapse([0, 1, 2, 3], [1.2, 0.05, 0.9, 0.04], floor=0.1, patience=2) is None
+    True
+    >>> detect_entropy_collapse([0, 1, 2, 3], [1.2, 0.9, 0.05, 0.04], floor=0.1, patience=2)
+    3
+    """
+    _check_patience(patience)
+    (e,) = _as_float_arrays(steps, entropy)
+    return _first_streak(steps, [bool(x < floor) for x in e], patience)
+
+
+def detect_length_collapse(
+    steps: Sequence[int],
+    lengths: Sequence[float],
+    clipped_ratio: Sequence[float] | None = None,
+    min_length_frac: float = 0.2,
+    max_clipped: float = 0.5,
+    patience: int = 2,
+) -> int | None:
+    """Step at which length collapse is confirmed, or None (SPEC 10).
+
+    Two degenerate ends: completions shrink below ``min_length_frac`` of the first evaluation's
+    mean length (the policy found that saying little is rewarded; paper 000 §4.7 shows length is
+    steerable through meta-questions, hence also exploitable), or more than ``max_clipped`` of
+    completions hit the generation limit (rambling that never reaches an answer). Either one
+    for ``patience`` consecutive evaluations confirms it.
+
+    >>> detect_length_collapse([0, 1, 2, 3], [500, 300, 90, 80], min_length_frac=0.2)
+    3
+    >>> detect_length_collapse([0, 1, 2], [500, 480, 510], [0.1, 0.6, 0.7])
+    2
+    """
+    _check_patience(patience)
+    n, c = _as_float_arrays(steps, lengths, clipped_ratio)
+    if len(n) == 0:
+        return None
+    reference = n[0]
+    condition = []
+    for i, ni in enumerate(n):
+        short = bool(ni < min_length_frac * reference)
+        clipped = bool(c is not None and c[i] > max_clipped)
+        condition.append(short or clipped)
+    return _first_streak(steps, condition, patience)
+
+
+def _normalise(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _ngrams(words: list[str], n: int) -> list[tuple[str, ...]]:
+    return [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
+
+
+def is_noop(output: str, input: str, copy_frac: float = 0.8, n: int = 3) -> bool:
+    """True when ``output`` does nothing with ``input`` (SPEC 10, ours).
+
+    Two cases seen under label-free rewards: a "revision" returned unchanged (a judge that
+    prefers the original rewards not touching it), and a response that mostly repeats the
+    prompt (paper 000 §4.4: the generator learns text that pleases the evaluator rather than
+    solving the problem). Whitespace is normalised first. An output is a copy when at least
+    ``copy_frac`` of its word ``n``-grams (words and punctuation marks) occur in the input.
+    Outputs shorter than ``n`` words are no-ops only when identical to the input, so a short
+    answer such as "3" is not a copy just because the prompt mentions 3. An empty output is a
+    no-op only if the input is empty too (emptiness itself is length collapse's business).
+
+    >>> is_noop("x = 2 +  3", "x = 2 + 3")
+    True
+    >>> is_noop("What is 2 + 3? What is 2 + 3?", "What is 2 + 3?")
+    True
+    >>> is_noop("2 + 3 = 5, so the answer is 5.", "What is 2 + 3?")
+    False
+    """
+    out, inp = _normalise(output), _normalise(input)
+    if out == inp:
+        return True
+    out_words = re.findall(r"\w+|[^\w\s]", out)
+    if len(out_words) < n:
+        return False
+    grams = _ngrams(out_words, n)
+    seen = set(_ngrams(re.findall(r"\w+|[^\w\s]", inp), n))
+    copied = sum(g in seen for g in grams)
+    return copied >= copy_frac * len(grams) - _EPS
+
+
+def noop_rate(outputs: Sequence[str], inputs: Sequence[str], copy_frac: float = 0.8) -> float:
+    """Fraction of outputs that are no-ops of their inputs (see ``is_noop``); NaN for no pairs.
+
+    >>> noop_rate(["a b c", "fresh text here"], ["a  b c", "a b c"])
+    0.5
+    """
+    if len(outputs) != len(inputs):
+        raise ValueError(f"noop_rate needs one input per output: {len(outputs)} outputs, {len(inputs)} inputs")
+    if not outputs:
+        return math.nan
+    return sum(is_noop(o, i, copy_frac) for o, i in zip(outputs, inputs)) / len(outputs)
+
+
+@dataclass(frozen=True)
+class CollapseConfig:
+    """Thresholds for the detectors; mirrors the ``collapse`` section of params.yaml (SPEC 10).
+
+    ``entropy_floor`` (nats per token) and ``min_length_frac``/``max_clipped`` are **(ours)**;
+    ``min_drop``, ``reward_tol`` and ``patience`` are SPEC 10's defaults.
+    """
+
+    min_drop: float = 0.1
+    reward_tol: float = 0.0
+    patience: int = 2
+    entropy_floor: float = 0.1
+    min_length_frac: float = 0.2
+    max_clipped: float = 0.5
+    early_stop: bool = False
+
+    def __post_init__(self) -> None:
+        _check_patience(self.patience)
+
+
+@dataclass(frozen=True)
+class CollapseEvent:
+    """One confirmed collapse: its kind (one of ``KINDS``), the step and a readable message."""
+
+    kind: str
+    step: int
+    message: str = ""
+
+
+@dataclass
+class CollapseMonitor:
+    """Evaluation history fed one evaluation at a time; emits each kind of event once (SPEC 10).
+
+    The trainer callback calls ``update`` at every evaluation, logs ``metrics()``, tags the run on
+    each returned event, stops training when ``should_stop`` (only if ``early_stop``), and keeps
+    the checkpoint of ``best_step``: the paper's early-stopping remedy (000 §4.4, §5).
+    The detectors are re-run on the whole history at each call, so the monitor and the pure
+    functions cannot disagree about when an event happened.
+
+    >>> m = CollapseMonitor(CollapseConfig(early_stop=True))
+    >>> for s, r, h in [(0, 0.1, 0.5), (1, 0.4, 0.7), (2, 0.6, 0.5)]:
+    ...     m.update(s, r, h)
+    []
+    []
+    []
+    >>> m.update(3, 0.8, 0.4)
+    [CollapseEvent(kind='reward_hacking', step=3, message='held-out 0.4 is 0.3 below its best 0.7 (step 1) while train reward 0.8 >= 0.4')]
+    >>> m.best_step, m.should_stop, m.metrics()["collapse/reward_hacking"]
+    (1, True, 1)
+    """
+
+    config: CollapseConfig = field(default_factory=CollapseConfig)
+    steps: list[int] = field(default_factory=list)
+    reward: list[float] = field(default_factory=list)
+    heldout: list[float] = field(default_factory=list)
+    entropy: list[float] = field(default_factory=list)
+    length: list[float] = field(default_factory=list)
+    clipped_ratio: list[float] = field(default_factory=list)
+    events: list[CollapseEvent] = field(default_factory=list)
+    best_step: int | None = None
+    best_heldout: float | None = None
+
+    def update(
+        self,
+        step: int,
+        reward: float | None,
+        heldout: float | None,
+        entropy: float | None = None,
+        length: float | None = None,
+        clipped_ratio: float | None = None,
+    ) -> list[CollapseEvent]:
+        """Record one evaluation and return the events first confirmed at this step."""
+        if self.steps and step <= self.steps[-1]:
+            raise ValueError(f"evaluation steps must increase: got {step} after {self.steps[-1]}")
+        self.steps.append(int(step))
+        for name, value in (
+            ("reward", reward),
+            ("heldout", heldout),
+            ("entropy", entropy),
+            ("length", length),
+            ("clipped_ratio", clipped_ratio),
+        ):
+            getattr(self, name).append(math.nan if value is None else float(value))
+        if heldout is not None and not math.isnan(heldout):
+            if self.best_heldout is None or heldout > self.best_heldout:
+                self.best_step, self.best_heldout = int(step), float(heldout)
+
+        fired = {e.kind for e in self.events}
+        new = []
+        for kind, detect in (
+            ("reward_hacking", self._hacking),
+            ("entropy", self._entropy),
+            ("length", self._length),
+        ):
+            if kind in fired:
+                continue
+            hit = detect()
+            if hit is not None:
+                new.append(hit)
+        self.events.extend(new)
+        return new
+
+    def _present(self, *names: str, extra: tuple[str, ...] = ()) -> tuple[list[int], list[np.ndarray]]:
+        """Steps where every series in ``names`` was measured, with those series and ``extra``."""
+        arrays = [np.asarray(getattr(self, n), dtype=float) for n in names + extra]
+        keep = np.all([~np.isnan(a) for a in arrays[: len(names)]], axis=0)
+        steps = [s for s, k in zip(self.steps, keep) if k]
+        return steps, [a[keep] for a in arrays]
+
+    def _hacking(self) -> CollapseEvent | None:
+        c = self.config
+        steps, (r, h) = self._present("reward", "heldout")
+        at = detect_reward_hacking(steps, r, h, c.min_drop, c.reward_tol, c.patience)
+        if at is None:
+            return None
+        # Describe against the best held-out step within the history the detector saw.
+        i = steps.index(at)
+        b = int(np.argmax(h[: i + 1]))
+        return CollapseEvent(
+            "reward_hacking",
+            at,
+            f"held-out {h[i]:.3g} is {h[b] - h[i]:.3g} below its best {h[b]:.3g} (step {steps[b]}) "
+            f"while train reward {r[i]:.3g} >= {r[b]:.3g}",
+        )
+
+    def _entropy(self) -> CollapseEvent | None:
+        c = self.config
+        steps, (e,) = self._present("entropy")
+        at = detect_entropy_collapse(steps, e, c.entropy_floor, c.patience)
+        if at is None:
+            return None
+        return CollapseEvent(
+            "entropy", at, f"entropy below {c.entropy_floor:g} for {c.patience} evaluations (last {e[steps.index(at)]:.3g})"
+        )
+
+    def _length(self) -> CollapseEvent | None:
+        c = self.config
+        # A missing clipped ratio (NaN) never exceeds max_clipped, so it cannot trigger alone.
+        steps, (n, clipped) = self._present("length", extra=("clipped_ratio",))
+        at = detect_length_collapse(steps, n, clipped, c.min_length_frac, c.max_clipped, c.patience)
+        if at is None:
+            return None
+        i = steps.index(at)
+        return CollapseEvent(
+            "length",
+            at,
+            f"mean length {n[i]:.4g} (first {n[0]:.4g}, floor frac {c.min_length_frac:g}), "
+            f"clipped ratio {clipped[i]:.3g} (max {c.max_clipped:g}) for {c.patience} evaluations",
+        )
+
+    @property
+    def should_stop(self) -> bool:
+        """True once any event fired and the config asks for early stopping."""
+        return self.config.early_stop and bool(self.events)
+
+    def metrics(self) -> dict[str, float | int]:
+        """``collapse/<kind>`` flags (0 or 1), plus the best held-out step and score when known."""
+        fired = {e.kind for e in self.events}
+        out: dict[str, float | int] = {f"collapse/{k}": int(k in fired) for k in KINDS}
+        if self.best_step is not None:
+            out["collapse/best_step"] = self.best_step
+            out["collapse/best_heldout"] = self.best_heldout
+        return out

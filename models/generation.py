@@ -1,0 +1,28 @@
+"""Batched sampling for evaluation (transformers `generate`; vLLM serves rollouts on GPUs)."""
+
+from __future__ import annotations
+
+import torch
+
+
+@torch.no_grad()
+def generate(model, tokenizer, prompts: list[str], *, num_samples: int = 1, temperature: float = 1.0,
+             greedy: bool = False, max_new_tokens: int = 64, batch_size: int = 64,
+             seed: int = 0) -> list[list[str]]:
+    """`num_samples` completions per prompt (decoded, special tokens removed), in prompt order."""
+    torch.manual_seed(seed)
+    device = next(model.parameters()).device
+    out: list[list[str]] = []
+    per_batch = max(1, batch_size // (1 if greedy else num_samples))
+    for i in range(0, len(prompts), per_batch):
+        chunk = prompts[i:i + per_batch]
+        enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+        n = 1 if greedy else num_samples
+        ids = model.generate(
+            **enc, do_sample=not greedy, temperature=None if greedy else temperature,
+            top_p=None, top_k=None, num_return_sequences=n, max_new_tokens=max_new_tokens,
+            pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+        )
+        texts = tokenizer.batch_decode(ids[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+        out.extend(texts[j * n:(j + 1) * n] for j in range(len(chunk)))
+    return out

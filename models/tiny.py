@@ -1,0 +1,138 @@
+"""The tiny world's base model: a BPE tokenizer and a Llama-style model trained from scratch (SPEC 11).
+
+Everything here is a stock library component: `tokenizers` trains the tokenizer, `transformers`
+defines the model, TRL's `SFTTrainer` runs supervised training on prompt/completion pairs (loss on
+the completion only). Digits are single tokens so arithmetic is learnable by a 2M-parameter model.
+
+The SFT mix is a dict of family -> weight; each family maps its rows to (prompt, completion). Later
+roles (evaluator, rubricator, ...) add an entry to `SFT_FAMILIES` and a weight in params.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from core.io import read_jsonl
+
+log = logging.getLogger(__name__)
+
+EOS, PAD = "<|endoftext|>", "<|pad|>"
+
+
+def build_tokenizer(texts: list[str], vocab_size: int):
+    """Byte-level BPE with every digit its own token; returns a `PreTrainedTokenizerFast`."""
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[PAD, EOS],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(texts, trainer=trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, pad_token=PAD,
+                                   padding_side="left", model_max_length=100_000)
+
+
+def build_model(arch, tokenizer, seed: int):
+    """A small Llama (tied embeddings) initialised from `seed`."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=arch.hidden_size,
+        intermediate_size=arch.intermediate_size, num_hidden_layers=arch.num_layers,
+        num_attention_heads=arch.num_heads, num_key_value_heads=arch.num_heads,
+        max_position_embeddings=arch.max_positions, tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+    )
+    model = LlamaForCausalLM(config)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    return model
+
+
+# family -> (file stem, row -> (prompt, completion))
+SFT_FAMILIES: dict[str, tuple[str, Callable[[dict], tuple[str, str]]]] = {
+    "arith": ("arith", lambda r: (r["prompt"], r["demonstration"])),
+    "facts": ("facts", lambda r: (r["prompt"], r["demonstration"])),
+    "genrm": ("pairs", lambda r: (r["prompt"], r["demonstration"])),
+}
+
+
+def sft_rows(prepared: Path, mix: dict[str, float], n: int, seed: int) -> list[dict]:
+    """`n` prompt/completion rows sampled from the train split of each family by mix weight."""
+    pools = {}
+    for family, weight in mix.items():
+        if weight <= 0:
+            continue
+        if family not in SFT_FAMILIES:
+            raise KeyError(f"unknown SFT family {family!r}; known: {sorted(SFT_FAMILIES)}")
+        stem, to_pair = SFT_FAMILIES[family]
+        pools[family] = [to_pair(r) for r in read_jsonl(prepared / f"{stem}_train.jsonl")]
+    if not pools:
+        raise ValueError("base_model.sft.mix has no family with a positive weight")
+    rng = random.Random(seed)
+    names = sorted(pools)
+    weights = [mix[f] for f in names]
+    out = []
+    for family in rng.choices(names, weights=weights, k=n):
+        prompt, completion = rng.choice(pools[family])
+        out.append({"prompt": prompt, "completion": completion})
+    return out
+
+
+def corpus(prepared: Path) -> list[str]:
+    """Every text of the world's train files, for the tokenizer."""
+    texts = []
+    for path in sorted(prepared.glob("*_train.jsonl")):
+        for r in read_jsonl(path):
+            texts.append(r["prompt"])
+            for key in ("demonstration", "reference"):
+                if r.get(key):
+                    texts.append(r[key])
+            texts.extend(r.get("references") or [])
+    return texts
+
+
+def train_base(prepared: Path, out_dir: Path, cfg, seed: int, work_dir: Path) -> dict:
+    """Train tokenizer + model from scratch with SFT; save both with `save_pretrained`."""
+    import torch
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    torch.manual_seed(seed)
+    tokenizer = build_tokenizer(corpus(prepared), cfg.vocab_size)
+    model = build_model(cfg.arch, tokenizer, seed)
+    n_params = sum(p.numel() for p in model.parameters())
+    log.info("tiny model: %.2fM parameters, vocabulary %d", n_params / 1e6, len(tokenizer))
+    rows = sft_rows(prepared, cfg.sft.mix, cfg.sft.steps * cfg.sft.batch_size, seed)
+    args = SFTConfig(
+        output_dir=str(work_dir), max_steps=cfg.sft.steps,
+        per_device_train_batch_size=cfg.sft.batch_size, learning_rate=cfg.sft.learning_rate,
+        lr_scheduler_type="cosine", warmup_steps=cfg.sft.warmup_steps, weight_decay=0.01,
+        logging_steps=max(1, cfg.sft.steps // 20), save_strategy="no", report_to=[],
+        use_cpu=True, bf16=False, fp16=False, seed=seed, data_seed=seed,
+        max_length=cfg.arch.max_positions, completion_only_loss=True,
+        dataloader_num_workers=0, disable_tqdm=True, gradient_checkpointing=False,
+    )
+    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows),
+                         processing_class=tokenizer)
+    result = trainer.train()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    trainer.model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    return {"parameters": n_params, "vocab_size": len(tokenizer), "sft_steps": cfg.sft.steps,
+            "final_loss": losses[-1] if losses else None,
+            "train_seconds": result.metrics.get("train_runtime")}

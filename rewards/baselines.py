@@ -1,0 +1,23 @@
+"""`random`: Uniform(0, 1) reward, seeded (SPEC 1).
+
+The control for "does the reward carry any signal", and the denominator of every overhead figure
+(SPEC 8). Seeded per call count so a rerun with the same seed sees the same reward stream.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+VERSION = "1"
+
+
+class RandomReward:
+    """TRL reward function returning i.i.d. Uniform(0,1) rewards from a seeded generator."""
+
+    def __init__(self, seed: int = 0):
+        self.__name__ = "random_uniform"
+        self.seed = seed
+        self._rng = np.random.default_rng(seed)
+
+    def __call__(self, prompts, completions, **kwargs) -> list[float]:
+        return self._rng.random(len(completions)).tolist()

@@ -1,0 +1,513 @@
+"""RLME: reinforcement learning from meta-evaluation (SPEC 2; paper 000).
+
+Why: without labels, the reward is an evaluator model's probability of answering a
+natural-language meta-question ("Is the answer correct?") with a target sequence ("YES" plus an
+end marker). Paper 000 §3.1 (Eq. 2-3): lp[j,k,i] = log P_j(a_k | evaluator prompt for completion
+i) and r_i = sum_j v_j sum_k w_k lp[j,k,i]. The pure maths comes first (aggregation, anchoring,
+prompt rendering, standardisation for the hybrid ``rlvr+rlme`` of §4.9); the model-dependent
+scorer (``target_logprobs``, ``MetaEvalReward``) follows.
+
+Decisions, **(ours)** where the paper is silent or its extracted text lost the detail:
+
+- Target log-probability: the prompt and the target are tokenised separately and their ids
+  concatenated, so the target's tokens are the same for every completion regardless of how the
+  prompt ends (paper App. B: "summing the log-probabilities of all tokens in the target
+  answer"). The batch is LEFT-padded with explicit position ids (RoPE models are indifferent
+  to the shift, models with absolute position embeddings are not), which puts every target at
+  the same last T positions: one forward pass for the whole batch, and only the last T+1 logits are
+  projected onto the vocabulary (``logits_to_keep``), which keeps memory at B x T x V even for
+  a 150k-token vocabulary. Because the target length is the same for all rows, the target mask
+  is all ones and the gather needs no per-row masking.
+- The evaluator runs in eval mode (no dropout) under ``torch.no_grad``; its previous mode is
+  restored afterwards, because the ``live`` evaluator is the policy being trained.
+- Anchoring (§4.6): a prompt is anchored when a SHA-256 hash of ``seed:prompt_id`` mapped to
+  [0, 1) is below p. Deterministic across processes (Python's ``hash`` is salted), ≈ p of ids,
+  and the anchored set for p is a subset of the set for any larger p.
+- The anchoring sentence goes into the template's ``{anchor}`` placeholder; a template without
+  one gets the sentence on its own line just before the meta-question, which is where §4.6
+  puts it ("includes the correct integer answer before asking the meta-question").
+- A completion without an extractable answer shows an empty answer to the evaluator; RLME
+  still scores it (the evaluator decides), so the reward is never None.
+- Evaluator sources: ``live`` (the trainer's current policy, via the ``trainer`` attribute set
+  after construction, falling back to the policy object given at construction, which the
+  optimiser updates in place), ``frozen`` (a deepcopy of the policy taken at construction,
+  i.e. step 0), or a local model directory. SPEC 2 also allows a hub id; the lab runs offline,
+  so a hub model must be downloaded to a directory first, and a missing directory fails at
+  construction, before any training step.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import inspect
+import os
+import string
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = [
+    "DEFAULT_ANCHOR_TEMPLATE",
+    "Evaluator",
+    "MetaEvalReward",
+    "MetaQuestion",
+    "VERSION",
+    "aggregate_meta_rewards",
+    "anchored",
+    "hybrid_rewards",
+    "render_evaluator_prompt",
+    "standardize",
+    "target_logprobs",
+]
+
+VERSION = "1"
+
+DEFAULT_ANCHOR_TEMPLATE = "The correct answer is {gold}."
+
+# Placeholders every evaluator prompt may use; measured quantities (e.g. {length}) come on top.
+_BASE_FIELDS = ("problem", "solution", "answer", "question", "anchor")
+
+
+def aggregate_meta_rewards(
+    lp: Any, question_weights: Any, evaluator_weights: Any
+) -> np.ndarray:
+    """Reward r_i = sum_j v_j sum_k w_k lp[j,k,i] (paper 000 §3.1, Eq. 3; SPEC 2 Public API).
+
+    ``lp`` is [J, K, B] log-probabilities, ``question_weights`` w is [K], ``evaluator_weights``
+    v is [J]. The weights are fixed expert choices (paper §3.1), not learned.
+
+    >>> lp = np.array([[[-0.1, -2.0], [-0.5, -1.0]],      # evaluator 0: questions 0, 1
+    ...                [[-0.2, -3.0], [-0.4, -0.6]]])     # evaluator 1
+    >>> aggregate_meta_rewards(lp, [1.0, 0.5], [1.0, 2.0]).round(4).tolist()
+    [-1.15, -9.1]
+    """
+    lp = np.asarray(lp, dtype=float)
+    w = np.asarray(question_weights, dtype=float)
+    v = np.asarray(evaluator_weights, dtype=float)
+    if lp.ndim != 3:
+        raise ValueError(f"lp must be shaped [J evaluators, K questions, B completions], got shape {lp.shape}")
+    J, K, _ = lp.shape
+    if w.shape != (K,):
+        raise ValueError(f"question_weights must have K={K} entries (lp is {lp.shape}), got shape {w.shape}")
+    if v.shape != (J,):
+        raise ValueError(f"evaluator_weights must have J={J} entries (lp is {lp.shape}), got shape {v.shape}")
+    return np.einsum("j,k,jkb->b", v, w, lp)
+
+
+def anchored(prompt_id: str, p: float, seed: int = 0) -> bool:
+    """Whether this prompt's evaluator prompt states the gold answer (paper 000 §4.6; SPEC 2).
+
+    Deterministic from a SHA-256 hash of ``seed:prompt_id``, so the same prompts are anchored in
+    every epoch, process and rerun, and raising p only adds prompts (nested sets).
+
+    >>> anchored("q-17", 0.0), anchored("q-17", 1.0)
+    (False, True)
+    >>> anchored("q-17", 0.3) == anchored("q-17", 0.3)
+    True
+    """
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"anchoring fraction p must be in [0, 1], got {p}")
+    digest = hashlib.sha256(f"{seed}:{prompt_id}".encode()).digest()
+    u = int.from_bytes(digest[:8], "big") / 2**64
+    return u < p
+
+
+def _template_fields(template: str) -> list[str]:
+    """Root names of the ``{placeholders}`` in a str.format template, in order."""
+    names = []
+    for _, name, _, _ in string.Formatter().parse(template):
+        if name is None:
+            continue
+        root = name.split(".")[0].split("[")[0]
+        if not root:
+            raise ValueError(f"evaluator template uses a positional placeholder '{{{name}}}'; name every placeholder")
+        if root not in names:
+            names.append(root)
+    return names
+
+
+def render_evaluator_prompt(
+    template: str,
+    *,
+    problem: str,
+    solution: str,
+    answer: str,
+    question: str,
+    gold: str | None = None,
+    anchor_template: str = DEFAULT_ANCHOR_TEMPLATE,
+    **measured: Any,
+) -> str:
+    """Fill the evaluator template for one completion and one meta-question (SPEC 2).
+
+    The evaluator sees the problem, the full solution, the answer extracted from it (never the
+    gold answer) and the question; measured quantities such as ``length`` support
+    multi-objective questions (paper 000 §4.7). Only when ``gold`` is given (anchoring, §4.6)
+    does the prompt state the correct answer: in ``{anchor}`` if the template has it, else on
+    its own line just before the question. Literal braces in a template are written ``{{ }}``.
+
+    >>> t = "Problem: {problem}\\nSolution: {solution}\\nAnswer: {answer}\\n{question} ({length} chars)"
+    >>> print(render_evaluator_prompt(t, problem="1+1?", solution="\\\\boxed{2}", answer="2",
+    ...                               question="Is the answer correct?", length=9))
+    Problem: 1+1?
+    Solution: \\boxed{2}
+    Answer: 2
+    Is the answer correct? (9 chars)
+    >>> print(render_evaluator_prompt("{question}", problem="", solution="", answer="",
+    ...                               question="Is the answer correct?", gold="2"))
+    The correct answer is 2.
+    Is the answer correct?
+    """
+    anchor = "" if gold is None else anchor_template.format(gold=gold)
+    fields = _template_fields(template)
+    if anchor and "anchor" not in fields:
+        question = f"{anchor}\n{question}"
+    values = dict(measured, problem=problem, solution=solution, answer=answer, question=question, anchor=anchor)
+    missing = [f for f in fields if f not in values]
+    if missing:
+        raise ValueError(
+            f"evaluator template needs placeholder(s) {', '.join('{' + m + '}' for m in missing)} "
+            f"but no value was given; available: {', '.join(sorted(values))}"
+        )
+    return template.format(**values)
+
+
+def standardize(x: Any) -> np.ndarray:
+    """Mean 0, std 1 within the batch; zeros when the batch has no spread (SPEC 2 hybrid).
+
+    Used by the hybrid ``rlvr+rlme`` reward (paper 000 §4.9) so that a 0/1 verifier and a
+    log-probability on a very different scale contribute equally. NaN entries (rewards that
+    did not apply) are ignored by the statistics and stay NaN.
+
+    >>> standardize([1.0, 2.0, 3.0]).round(4).tolist()
+    [-1.2247, 0.0, 1.2247]
+    >>> standardize([5.0, 5.0]).tolist()
+    [0.0, 0.0]
+    """
+    x = np.asarray(x, dtype=float)
+    if x.size == 0 or np.all(np.isnan(x)):
+        return np.zeros_like(x) if x.size == 0 else x.copy()
+    std = np.nanstd(x)
+    if not std > 1e-12:
+        return np.where(np.isnan(x), np.nan, 0.0)
+    return (x - np.nanmean(x)) / std
+
+
+def hybrid_rewards(components: Mapping[str, Any]) -> np.ndarray:
+    """Sum of the batch-standardised components, e.g. ``{"rlvr": ..., "rlme": ...}`` (SPEC 2).
+
+    >>> hybrid_rewards({"rlvr": [1.0, 0.0, 1.0, 0.0], "rlme": [-0.1, -0.1, -2.0, -2.0]}).round(6).tolist()
+    [2.0, 0.0, 0.0, -2.0]
+    """
+    if not components:
+        raise ValueError("hybrid_rewards needs at least one component")
+    arrays = {name: np.asarray(v, dtype=float) for name, v in components.items()}
+    shapes = {name: a.shape for name, a in arrays.items()}
+    if len(set(shapes.values())) != 1:
+        raise ValueError(f"hybrid components must have the same shape, got {shapes}")
+    return np.sum([standardize(a) for a in arrays.values()], axis=0)
+
+
+def _model_device(model: Any) -> torch.device:
+    device = getattr(model, "device", None)
+    if isinstance(device, torch.device):
+        return device
+    return next(model.parameters()).device
+
+
+def _accepts(fn: Callable[..., Any], name: str) -> bool:
+    params = inspect.signature(fn).parameters
+    return name in params
+
+
+def target_logprobs(model: Any, tokenizer: Any, prompts: Sequence[str], target: str) -> torch.Tensor:
+    """log P(target | prompt) summed over the target's tokens, for a batch in ONE forward pass.
+
+    Paper 000 App. B: the reward uses the evaluator's prediction of the target answer sequence
+    (e.g. "YES" followed by the end marker), summing the log-probabilities of all its tokens.
+    Prompts and target are tokenised separately (the prompt with the tokenizer's special
+    tokens, e.g. BOS; the target without) so every row scores the same target ids. Rows are
+    left-padded with explicit position ids, so each row's positions equal its unpadded ones and
+    all targets sit in the last T positions. Returns a float32 CPU tensor of shape [B].
+    """
+    target_ids = tokenizer(target, add_special_tokens=False)["input_ids"]
+    if not target_ids:
+        raise ValueError(f"target {target!r} tokenises to no tokens")
+    if not prompts:
+        return torch.zeros(0)
+    prompt_ids = tokenizer(list(prompts), add_special_tokens=True)["input_ids"]
+    if any(len(p) == 0 for p in prompt_ids):
+        raise ValueError("an evaluator prompt tokenises to no tokens; the first target token needs a context")
+    rows = [list(p) + list(target_ids) for p in prompt_ids]
+    B, T, L = len(rows), len(target_ids), max(len(r) for r in rows)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    device = _model_device(model)
+
+    input_ids = torch.full((B, L), pad, dtype=torch.long)
+    attention_mask = torch.zeros((B, L), dtype=torch.long)
+    for i, r in enumerate(rows):
+        input_ids[i, L - len(r) :] = torch.tensor(r, dtype=torch.long)
+        attention_mask[i, L - len(r) :] = 1
+    position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
+
+    kwargs: dict[str, Any] = {
+        "input_ids": input_ids.to(device),
+        "attention_mask": attention_mask.to(device),
+        "position_ids": position_ids.to(device),
+        "use_cache": False,
+    }
+    # Logits for positions L-T-1 .. L-2 predict the T target tokens; project only those.
+    if _accepts(model.forward, "logits_to_keep"):
+        kwargs["logits_to_keep"] = T + 1
+
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            logits = model(**kwargs).logits
+    finally:
+        model.train(was_training)
+    logits = logits[:, -(T + 1) : -1, :].float()
+    logp = torch.log_softmax(logits, dim=-1)
+    targets = torch.tensor(target_ids, dtype=torch.long, device=logp.device).expand(B, T)
+    return logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1).sum(dim=-1).cpu()
+
+
+def _last_boxed(text: str) -> str | None:
+    """Content of the last ``\\boxed{...}`` with balanced braces, or None.
+
+    A local copy so this module does not depend on ``rewards.verifiable`` (SPEC 1 owns the
+    canonical ``extract_boxed``); both follow the paper's "last boxed answer" rule (000 §4.1, App. A.4).
+
+    >>> _last_boxed(r"first \\boxed{1}, then \\boxed{\\frac{1}{2}}")
+    '\\\\frac{1}{2}'
+    >>> _last_boxed("no answer") is None
+    True
+    """
+    start = text.rfind("\\boxed{")
+    while start != -1:
+        depth, i = 0, start + len("\\boxed")
+        for j in range(i, len(text)):
+            if text[j] == "{":
+                depth += 1
+            elif text[j] == "}":
+                depth -= 1
+                if depth == 0:
+                    return text[i + 1 : j]
+        start = text.rfind("\\boxed{", 0, start)
+    return None
+
+
+@dataclass(frozen=True)
+class MetaQuestion:
+    """A dataset-level meta-question, its target answer a_k and weight w_k (paper 000 §3.1)."""
+
+    text: str
+    target: str = "YES"
+    weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class Evaluator:
+    """An evaluator j with weight v_j: ``source`` is "live", "frozen" or a local model directory."""
+
+    name: str
+    source: str = "live"
+    weight: float = 1.0
+
+
+def _as_text(x: Any, role: str) -> str:
+    """Text of a TRL prompt/completion: a string, or a list of chat messages.
+
+    For a conversational prompt the problem is the last user message; for a completion, the
+    concatenated message contents.
+    """
+    if isinstance(x, str):
+        return x
+    messages = list(x)
+    if role == "prompt":
+        users = [m["content"] for m in messages if m.get("role") == "user"]
+        return users[-1] if users else (messages[-1]["content"] if messages else "")
+    return "".join(m["content"] for m in messages)
+
+
+class MetaEvalReward:
+    """TRL reward function for RLME: one float per completion (SPEC 2; paper 000 §3).
+
+    Holds the evaluators (J), meta-questions (K) and the template; each call renders the K
+    evaluator prompts for the generation batch and runs ONE batched forward pass per
+    (evaluator, question), then aggregates with ``aggregate_meta_rewards``. The last
+    lp[J, K, B] is kept in ``last_logprobs`` for per-question logging.
+
+    ``policy``/``tokenizer`` are the model being trained and its tokenizer: needed for ``live``
+    and ``frozen`` evaluators. Set ``reward.trainer = trainer`` after building the trainer so
+    ``live`` follows the trainer's (possibly wrapped) model. ``end_marker`` is appended to every
+    target (paper App. B uses a rare single token); None means each evaluator's EOS token
+    (nothing if it has none).
+    Anchoring (``anchor_fraction`` p > 0) reads the dataset columns ``prompt_id_column`` and
+    ``gold_column`` from the TRL keyword arguments.
+    """
+
+    def __init__(
+        self,
+        evaluators: Sequence[Evaluator],
+        questions: Sequence[MetaQuestion],
+        template: str,
+        *,
+        policy: Any = None,
+        tokenizer: Any = None,
+        end_marker: str | None = None,
+        answer_extractor: Callable[[str], str | None] = _last_boxed,
+        anchor_fraction: float = 0.0,
+        anchor_seed: int = 0,
+        anchor_template: str = DEFAULT_ANCHOR_TEMPLATE,
+        measures: Mapping[str, Callable[[str], Any]] | None = None,
+        prompt_id_column: str = "prompt_id",
+        gold_column: str = "answer",
+    ) -> None:
+        self.__name__ = "rlme_meta"
+        if not evaluators:
+            raise ValueError("RLME needs at least one evaluator")
+        if not questions:
+            raise ValueError("RLME needs at least one meta-question")
+        if not 0.0 <= anchor_fraction <= 1.0:
+            raise ValueError(f"anchor_fraction must be in [0, 1], got {anchor_fraction}")
+        names = [ev.name for ev in evaluators]
+        if len(set(names)) != len(names):
+            raise ValueError(f"evaluator names must be unique, got {names}")
+        self.evaluators = list(evaluators)
+        self.questions = list(questions)
+        self.template = template
+        self.end_marker = end_marker
+        self.answer_extractor = answer_extractor
+        self.anchor_fraction = anchor_fraction
+        self.anchor_seed = anchor_seed
+        self.anchor_template = anchor_template
+        self.measures = dict(measures) if measures is not None else {"length": len}
+        self.prompt_id_column = prompt_id_column
+        self.gold_column = gold_column
+        self.policy = policy
+        self.tokenizer = tokenizer
+        self.trainer: Any = None
+        self.last_logprobs: np.ndarray | None = None
+
+        allowed = set(_BASE_FIELDS) | set(self.measures)
+        unknown = [f for f in _template_fields(template) if f not in allowed]
+        if unknown:
+            raise ValueError(
+                f"evaluator template has unknown placeholder(s) {', '.join('{' + u + '}' for u in unknown)}; "
+                f"allowed: {', '.join(sorted(allowed))}"
+            )
+        self._handles: dict[str, tuple[Any, Any]] = {}
+        for ev in self.evaluators:
+            self._handles[ev.name] = self._load(ev)
+
+    def _load(self, ev: Evaluator) -> tuple[Any, Any]:
+        """Resolve an evaluator at construction so that errors surface before training."""
+        if ev.source in ("live", "frozen"):
+            if self.tokenizer is None:
+                raise ValueError(f"evaluator {ev.name!r} ({ev.source}) needs the policy's tokenizer")
+            if ev.source == "frozen":
+                if self.policy is None:
+                    raise ValueError(f"evaluator {ev.name!r} (frozen) needs the policy model to snapshot")
+                snapshot = copy.deepcopy(self.policy).eval()
+                snapshot.requires_grad_(False)
+                return snapshot, self.tokenizer
+            return None, self.tokenizer
+        if not os.path.isdir(ev.source):
+            raise FileNotFoundError(
+                f"evaluator {ev.name!r}: model directory {ev.source!r} does not exist "
+                f"(use 'live', 'frozen' or a local directory holding a transformers model)"
+            )
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        model = AutoModelForCausalLM.from_pretrained(ev.source, local_files_only=True).eval()
+        model.requires_grad_(False)
+        return model, AutoTokenizer.from_pretrained(ev.source, local_files_only=True)
+
+    def _live_model(self) -> Any:
+        if self.trainer is not None:
+            model = self.trainer.model
+            accelerator = getattr(self.trainer, "accelerator", None)
+            return accelerator.unwrap_model(model) if accelerator is not None else model
+        if self.policy is None:
+            raise RuntimeError("the 'live' evaluator needs reward.trainer (or policy=) to be set before the first call")
+        return self.policy
+
+    def _model_and_tokenizer(self, ev: Evaluator) -> tuple[Any, Any]:
+        model, tokenizer = self._handles[ev.name]
+        if ev.source == "live":
+            return self._live_model(), tokenizer
+        if ev.source != "frozen" and (self.trainer is not None or self.policy is not None):
+            # Path evaluators are loaded on CPU; follow the policy's device once it is known.
+            device = _model_device(self._live_model())
+            if _model_device(model) != device:
+                model.to(device)
+        return model, tokenizer
+
+    def _golds(self, n: int, kwargs: Mapping[str, Any]) -> list[str | None]:
+        """Gold answer for anchored rows, None elsewhere (paper 000 §4.6)."""
+        if self.anchor_fraction == 0.0:
+            return [None] * n
+        for column in (self.prompt_id_column, self.gold_column):
+            if column not in kwargs:
+                raise KeyError(
+                    f"RLME anchoring (p={self.anchor_fraction}) needs the dataset column {column!r}; "
+                    f"columns passed: {sorted(kwargs)}"
+                )
+        ids, golds = kwargs[self.prompt_id_column], kwargs[self.gold_column]
+        return [
+            None if g is None or not anchored(str(pid), self.anchor_fraction, self.anchor_seed) else str(g)
+            for pid, g in zip(ids, golds)
+        ]
+
+    def render(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[list[str]]:
+        """Evaluator prompts [K][B] for a generation batch."""
+        problems = [_as_text(p, "prompt") for p in prompts]
+        solutions = [_as_text(c, "completion") for c in completions]
+        answers = [self.answer_extractor(s) or "" for s in solutions]
+        golds = self._golds(len(solutions), kwargs)
+        measured = [{name: fn(s) for name, fn in self.measures.items()} for s in solutions]
+        return [
+            [
+                render_evaluator_prompt(
+                    self.template,
+                    problem=problems[i],
+                    solution=solutions[i],
+                    answer=answers[i],
+                    question=q.text,
+                    gold=golds[i],
+                    anchor_template=self.anchor_template,
+                    **measured[i],
+                )
+                for i in range(len(solutions))
+            ]
+            for q in self.questions
+        ]
+
+    def __call__(
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        completion_ids: Sequence[Sequence[int]] | None = None,
+        **kwargs: Any,
+    ) -> list[float | None]:
+        """TRL contract: one reward per completion."""
+        if len(prompts) != len(completions):
+            raise ValueError(f"{len(prompts)} prompts but {len(completions)} completions")
+        rendered = self.render(prompts, completions, **kwargs)
+        J, K, B = len(self.evaluators), len(self.questions), len(completions)
+        lp = np.zeros((J, K, B))
+        for j, ev in enumerate(self.evaluators):
+            model, tokenizer = self._model_and_tokenizer(ev)
+            end = self.end_marker if self.end_marker is not None else (tokenizer.eos_token or "")
+            for k, q in enumerate(self.questions):
+                lp[j, k] = target_logprobs(model, tokenizer, rendered[k], q.target + end).numpy()
+        self.last_logprobs = lp
+        rewards = aggregate_meta_rewards(
+            lp, [q.weight for q in self.questions], [ev.weight for ev in self.evaluators]
+        )
+        return [float(r) for r in rewards]

@@ -1,0 +1,108 @@
+"""MLflow tracking: one sqlite store under `mlflow/`, one experiment, a run per (method, seed).
+
+The tracking URI is absolute and resolved from the repository root, so every stage, test and the
+`mlflow ui` command see the same store whatever the current directory (MLflow's default path
+depends on it; the file store is gone since 3.13). `MLFLOW_TRACKING_URI` overrides it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from contextlib import contextmanager
+from pathlib import Path
+
+from core.params import ROOT
+
+EXPERIMENT = "nolabel-rl-lab"
+
+
+def tracking_uri() -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{ROOT / 'mlflow' / 'mlflow.db'}"
+
+
+def setup() -> None:
+    """Point MLflow (and transformers' MLflow callback, which reads the env) at the store."""
+    import mlflow
+
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    uri = tracking_uri()
+    os.environ["MLFLOW_TRACKING_URI"] = uri
+    os.environ["MLFLOW_EXPERIMENT_NAME"] = os.environ.get("MLFLOW_EXPERIMENT_NAME", EXPERIMENT)
+    (ROOT / "mlflow").mkdir(exist_ok=True)
+    mlflow.set_tracking_uri(uri)
+    name = os.environ["MLFLOW_EXPERIMENT_NAME"]
+    if mlflow.get_experiment_by_name(name) is None:
+        mlflow.create_experiment(name, artifact_location=(ROOT / "mlflow" / "artifacts").as_uri())
+    mlflow.set_experiment(name)
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True, timeout=10).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def data_hash(folder: Path) -> str:
+    """A short content hash of the prepared data files (names and bytes)."""
+    h = hashlib.sha256()
+    for p in sorted(Path(folder).glob("*.jsonl")):
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def flatten(d: dict, prefix: str = "") -> dict[str, str]:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = str(v)[:500]
+    return out
+
+
+@contextmanager
+def run(name: str, tags: dict[str, str], params: dict | None = None):
+    """Start (and always end) an MLflow run with tags and flattened params."""
+    import mlflow
+
+    setup()
+    with mlflow.start_run(run_name=name, tags=tags) as active:
+        if params:
+            items = list(flatten(params).items())
+            for i in range(0, len(items), 100):
+                mlflow.log_params(dict(items[i:i + 100]))
+        yield active
+
+
+def log_metrics(metrics: dict[str, float], step: int | None = None) -> None:
+    import mlflow
+
+    clean = {k.replace("@", "_at_"): float(v) for k, v in metrics.items()
+             if isinstance(v, (int, float)) and v == v}
+    mlflow.log_metrics(clean, step=step)
+
+
+def log_model_pointer(folder: Path, max_mb: float = 50.0) -> None:
+    """Log the final weights themselves when small (the tiny model), else a pointer to the DVC output."""
+    import mlflow
+
+    folder = Path(folder)
+    size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 1e6
+    mlflow.set_tag("checkpoint", str(folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else folder))
+    if size <= max_mb:
+        mlflow.log_artifacts(str(folder), artifact_path="final_model")
+    else:
+        mlflow.log_text(f"{folder} ({size:.0f} MB): a DVC output; `dvc pull`/`dvc repro` restores it\n",
+                        "final_model/POINTER.txt")
+
+
+def log_artifacts(folder: Path) -> None:
+    import mlflow
+
+    mlflow.log_artifacts(str(folder), artifact_path=Path(folder).name)

@@ -1,0 +1,52 @@
+import pytest
+
+from rewards.baselines import RandomReward
+from rewards.verifiable import answers_match, extract_boxed, rlvr_correct, rlvr_score
+
+
+@pytest.mark.parametrize("text,expected", [
+    (r"The answer is \boxed{12}.", "12"),
+    (r"\boxed{1} then \boxed{2}", "2"),                      # several boxes: the last wins
+    (r"\boxed{\frac{1}{2}}", r"\frac{1}{2}"),               # nested braces
+    (r"\boxed{{a}{b}} done", "{a}{b}"),
+    (r"\boxed{-7}", "-7"),
+    (r"\boxed{1,000}", "1,000"),
+    (r"\boxed{}", ""),
+    ("no box here", None),
+    ("", None),
+    (None, None),
+    (r"\boxed{3} and \boxed{4", "3"),                         # unbalanced last box: earlier one
+    (r"\boxed{12", None),
+])
+def test_extract_boxed(text, expected):
+    assert extract_boxed(text) == expected
+
+
+@pytest.mark.parametrize("pred,gold,ok", [
+    ("12", "12", True), ("12", "13", False), ("1,000", "1000", True), (" -3 ", "-3", True),
+    ("$5", "5", True), ("5 \\text{apples}", "5", True), ("12.0", "12", True),
+    ("0.5", "\\frac{1}{2}", True), ("-3", "3", False), ("", "3", False), (None, "3", False),
+    ("3", "", False), ("abc", "3", False), ("\\frac{1}{", "3", False),
+])
+def test_answers_match(pred, gold, ok):
+    assert answers_match(pred, gold) is ok
+
+
+def test_rlvr_reward_contract():
+    completions = [r"2 + 2 = 4. The answer is \boxed{4}.", r"\boxed{5}", "no answer", ""]
+    out = rlvr_correct(prompts=["p"] * 4, completions=completions, answer=["4", "4", "4", None])
+    assert out == [1.0, 0.0, 0.0, None]
+    assert rlvr_score(r"\boxed{4}", "4") == 1.0
+
+
+def test_rlvr_conversational_completions():
+    msgs = [[{"role": "assistant", "content": r"\boxed{7}"}]]
+    assert rlvr_correct(prompts=["p"], completions=msgs, answer=["7"]) == [1.0]
+
+
+def test_random_reward_is_seeded_uniform():
+    a = RandomReward(seed=3)(prompts=[""] * 1000, completions=[""] * 1000)
+    b = RandomReward(seed=3)(prompts=[""] * 1000, completions=[""] * 1000)
+    assert a == b and all(0.0 <= x < 1.0 for x in a)
+    assert 0.45 < sum(a) / len(a) < 0.55
+    assert RandomReward(seed=4)(prompts=[""] * 5, completions=[""] * 5) != a[:5]

@@ -1,0 +1,130 @@
+"""`facts`: open-ended descriptions of an entity from a small fact table (SPEC 11).
+
+No single right answer exists, which is the point: it is the label-free setting of RLVRR (paper
+002) and DRO (paper 003). What *is* known is the gold list of facts in table order and the requested
+style, so quality is measurable: in-order recall of the gold facts (`coverage`) and adherence to
+the style (`style_ok`). Each prompt carries three paraphrased references; they say the same facts in
+the same order with different wording, as human references would.
+
+Demonstrations for the base model are deliberately incomplete (a random subset of the facts, in
+order, sometimes in the wrong style) so that coverage leaves room to learn.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+NAMES = ["Zorb", "Mip", "Tavi", "Rolo", "Quin", "Besk", "Lune", "Paxo", "Wren", "Dovi", "Kesh", "Nilo"]
+KINDS = ["fox", "owl", "frog", "bear", "cat", "goat", "hare", "crab"]
+ATTRS = {
+    "color": ["red", "blue", "green", "gray", "brown", "white", "black", "gold"],
+    "home": ["forest", "river", "cave", "hill", "lake", "field", "desert", "marsh"],
+    "food": ["berries", "fish", "seeds", "roots", "nuts", "bugs", "grass", "honey"],
+    "skill": ["singing", "digging", "jumping", "climbing", "swimming", "running", "hiding", "dancing"],
+}
+ORDER = ["color", "home", "food", "skill"]
+
+# Three paraphrase templates per fact; reference i uses template i for every fact.
+PHRASES = {
+    "kind": ["{name} is a {kind}.", "{name} is a small {kind}.", "Meet {name}, a {kind}."],
+    "color": ["It is {v}.", "Its coat is {v}.", "Its color is {v}."],
+    "home": ["It lives in the {v}.", "Its home is the {v}.", "It stays near the {v}."],
+    "food": ["It eats {v}.", "It likes to eat {v}.", "Its food is {v}."],
+    "skill": ["It is good at {v}.", "It loves {v}.", "Its skill is {v}."],
+}
+STYLES = {
+    "sentences": "Write one sentence per fact.",
+    "bullets": "Write one line per fact, each starting with '- '.",
+}
+
+
+def fact_sentences(entity: dict, variant: int) -> list[str]:
+    out = [PHRASES["kind"][variant].format(name=entity["name"], kind=entity["kind"])]
+    for key in entity["keys"]:
+        out.append(PHRASES[key][variant].format(v=entity[key]))
+    return out
+
+
+def render(sentences: list[str], style: str) -> str:
+    if style == "bullets":
+        return "\n".join(f"- {s}" for s in sentences)
+    return " ".join(sentences)
+
+
+def style_ok(text: str, style: str) -> bool:
+    """Rule for the requested style: bullet lines only, or prose with no bullet line."""
+    lines = [ln for ln in text.strip().split("\n") if ln.strip()]
+    if not lines:
+        return False
+    if style == "bullets":
+        return all(ln.startswith("- ") for ln in lines)
+    return not any(ln.lstrip().startswith("-") for ln in lines)
+
+
+def coverage(text: str, gold_facts: list[str]) -> float:
+    """In-order recall: the longest run of gold facts found in order, as whole words, / #facts.
+
+    >>> coverage("It is red. It eats fish.", ["red", "forest", "fish"])
+    0.6666666666666666
+    >>> coverage("It eats fish. It is red.", ["red", "forest", "fish"])
+    0.3333333333333333
+    """
+    if not gold_facts:
+        return 0.0
+    found = []
+    for m in re.finditer(r"[a-z]+", text.lower()):
+        found.append(m.group(0))
+    # LCS between the gold facts and the words of the text, restricted to gold words.
+    gold = [g.lower() for g in gold_facts]
+    words = [w for w in found if w in set(gold)]
+    prev = [0] * (len(words) + 1)
+    for g in gold:
+        cur = [0]
+        for j, w in enumerate(words):
+            cur.append(prev[j] + 1 if g == w else max(prev[j + 1], cur[j]))
+        prev = cur
+    return prev[-1] / len(gold)
+
+
+def make_entity(rng: random.Random) -> dict:
+    entity = {"name": rng.choice(NAMES), "kind": rng.choice(KINDS)}
+    n_keys = rng.randint(2, 4)
+    entity["keys"] = [k for k in ORDER if k in rng.sample(ORDER, n_keys)]
+    for k in entity["keys"]:
+        entity[k] = rng.choice(ATTRS[k])
+    return entity
+
+
+def prompt_text(entity: dict, style: str) -> str:
+    table = "; ".join([f"name={entity['name']}", f"kind={entity['kind']}"]
+                      + [f"{k}={entity[k]}" for k in entity["keys"]])
+    return f"Facts: {table}.\nTask: Describe {entity['name']}. {STYLES[style]}\nAnswer:"
+
+
+def generate(rng: random.Random, n: int, split: str, *, drop_frac: float,
+             wrong_style_frac: float) -> list[dict]:
+    """Rows of the `facts` family for one split (schema in world/README.md)."""
+    rows = []
+    for i in range(n):
+        e = make_entity(rng)
+        style = rng.choice(sorted(STYLES))
+        refs = [render(fact_sentences(e, v), style) for v in range(3)]
+        gold = [e["kind"]] + [e[k] for k in e["keys"]]
+        # Demonstration: a paraphrase with some facts dropped and, sometimes, the wrong style.
+        v = rng.randrange(3)
+        sents = fact_sentences(e, v)
+        kept = [sents[0]] + [s for s in sents[1:] if rng.random() >= drop_frac]
+        demo_style = style if rng.random() >= wrong_style_frac else \
+            next(s for s in sorted(STYLES) if s != style)
+        rows.append({
+            "id": f"facts-{split}-{i:05d}",
+            "family": "facts",
+            "split": split,
+            "prompt": prompt_text(e, style),
+            "style": style,
+            "gold_facts": gold,
+            "references": [" " + r for r in refs],
+            "demonstration": " " + render(kept, demo_style),
+        })
+    return rows

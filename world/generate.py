@@ -1,0 +1,49 @@
+"""Write every family of the tiny world, deterministically from one seed, as JSONL per split.
+
+Each family gets its own `random.Random` derived from (seed, family name), so adding a family or
+changing one family's size leaves the others' rows identical.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from pathlib import Path
+
+from core.io import write_jsonl
+from world import arith, facts, pairs
+
+FAMILIES = ("arith", "arith_cf", "facts", "pairs")
+
+
+def _rng(seed: int, family: str, split: str) -> random.Random:
+    digest = hashlib.sha256(f"{seed}:{family}:{split}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def generate_world(cfg, out_dir: str | Path) -> dict[str, int]:
+    """Generate all families into `out_dir/<family>_<split>.jsonl`; returns row counts."""
+    out_dir = Path(out_dir)
+    a, f, p, cf = cfg.arith, cfg.facts, cfg.pairs, cfg.counterfactual
+    jobs = {}
+    for split, n in (("train", a.n_train), ("val", a.n_val), ("test", a.n_test)):
+        jobs[("arith", split)] = lambda r, s=split, n=n: arith.generate(
+            r, n, s, min_ops=a.min_ops, max_ops=a.max_ops, max_value=a.max_value,
+            sloppy_frac=a.sloppy_frac if s == "train" else 0.0, hint_frac=0.0)
+    for split, n in (("train", cf.n_train), ("test", cf.n_test)):
+        jobs[("arith_cf", split)] = lambda r, s=split, n=n: arith.generate(
+            r, n, s, min_ops=a.min_ops, max_ops=a.max_ops, max_value=a.max_value,
+            sloppy_frac=0.0, hint_frac=1.0, family="arith_cf")
+    for split, n in (("train", f.n_train), ("val", f.n_val), ("test", f.n_test)):
+        jobs[("facts", split)] = lambda r, s=split, n=n: facts.generate(
+            r, n, s, drop_frac=f.drop_frac if s == "train" else 0.0,
+            wrong_style_frac=f.wrong_style_frac if s == "train" else 0.0)
+    for split, n in (("train", p.n_train), ("val", p.n_val), ("test", p.n_test)):
+        jobs[("pairs", split)] = lambda r, s=split, n=n: pairs.generate(
+            r, n, s, min_ops=a.min_ops, max_ops=a.max_ops, max_value=a.max_value)
+    counts = {}
+    for (family, split), make in jobs.items():
+        rows = make(_rng(cfg.seed, family, split))
+        write_jsonl(out_dir / f"{family}_{split}.jsonl", rows)
+        counts[f"{family}_{split}"] = len(rows)
+    return counts
