@@ -143,8 +143,9 @@ class Eval(Strict):
 
 class Params(Strict):
     seed: int
+    seeds: list[int] = Field(min_length=1)
     preset: str | None
-    methods: list[str]
+    methods: list[str] = Field(min_length=1)
     world: World
     data: Data
     base_model: BaseModelParams

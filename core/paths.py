@@ -17,18 +17,23 @@ def base_model_dir(params) -> Path:
     return Path(params.base_model.path).expanduser() if params.base_model.path else BASE_MODEL
 
 
-def checkpoint_dir(method: str) -> Path:
-    return DATA / "checkpoints" / method
+def run_key(method: str, seed: int | None) -> str:
+    """`rlvr/seed0` for a trained method, `base` for the base model."""
+    return method if seed is None else f"{method}/seed{seed}"
 
 
-def policy_dir(params, name: str) -> Path:
+def checkpoint_dir(method: str, seed: int) -> Path:
+    return DATA / "checkpoints" / method / f"seed{seed}"
+
+
+def policy_dir(params, name: str, seed: int | None) -> Path:
     """`base` is the base model; any other name a trained method's final weights."""
-    return base_model_dir(params) if name == "base" else checkpoint_dir(name) / "final"
+    return base_model_dir(params) if name == "base" else checkpoint_dir(name, seed) / "final"
 
 
-def eval_dir(name: str) -> Path:
-    return DATA / "eval" / name
+def eval_dir(name: str, seed: int | None) -> Path:
+    return DATA / "eval" / run_key(name, seed)
 
 
-def plots_dir(name: str) -> Path:
-    return DATA / "plots" / name
+def plots_dir(name: str, seed: int) -> Path:
+    return DATA / "plots" / run_key(name, seed)

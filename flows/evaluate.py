@@ -1,6 +1,6 @@
-"""Stage `evaluate`: held-out benchmarks for one policy (`--method rlvr`, or `--method base`).
+"""Stage `evaluate`: held-out benchmarks for one policy (`--method rlvr --seed 0`, or `--method base`).
 
-Writes `data/eval/<name>/metrics.json` (tracked by DVC as metrics) and logs the same numbers to the
+Writes `data/eval/<method>/seed<S>/metrics.json` (`data/eval/base/metrics.json`) (tracked by DVC as metrics) and logs the same numbers to the
 method's MLflow run (the one `train` opened, read from `run.json`; `base` gets its own run).
 """
 
@@ -18,21 +18,25 @@ from core.params import Params, load
 from rewards import get_method
 
 
-def evaluate(params: Params, name: str) -> dict:
+def evaluate(params: Params, name: str, seed: int | None = None) -> dict:
+    """Benchmarks for `name` (a method trained with `seed`, or `base`)."""
     import mlflow
 
     from evals.suite import evaluate_policy
     from models.policy import load_policy
     from tasks import tracking
 
-    if name != "base":
+    if name == "base":
+        seed = None
+    else:
         get_method(name)
+        seed = params.seeds[0] if seed is None else seed
     start = time.time()
-    model, tokenizer = load_policy(paths.policy_dir(params, name))
+    model, tokenizer = load_policy(paths.policy_dir(params, name, seed))
     metrics = evaluate_policy(model, tokenizer, paths.PREPARED, params.eval.benchmarks,
-                              params.eval, params.seed)
+                              params.eval, params.seed if seed is None else seed)
     metrics["eval_seconds"] = round(time.time() - start, 1)
-    write_json(paths.eval_dir(name) / "metrics.json", metrics)
+    write_json(paths.eval_dir(name, seed) / "metrics.json", metrics)
     tracking.setup()
     if name == "base":
         tags = {"reward_method": "base", "seed": str(params.seed), "stage": "evaluate",
@@ -40,23 +44,25 @@ def evaluate(params: Params, name: str) -> dict:
         with tracking.run(f"base-seed{params.seed}", tags):
             tracking.log_metrics({f"test/{k}": v for k, v in metrics.items()})
     else:
-        run_id = read_json(paths.checkpoint_dir(name) / "run.json")["run_id"]
+        run_id = read_json(paths.checkpoint_dir(name, seed) / "run.json")["run_id"]
         with mlflow.start_run(run_id=run_id):
             tracking.log_metrics({f"test/{k}": v for k, v in metrics.items()})
     return metrics
 
 
 @flow(name="evaluate", log_prints=True)
-def evaluate_flow(method: str, preset: str | None = None) -> dict:
+def evaluate_flow(method: str, seed: int = 0, preset: str | None = None) -> dict:
     """Evaluate one policy on the held-out benchmarks."""
-    return evaluate(load(preset=preset), method)
+    return evaluate(load(preset=preset), method, seed)
 
 
 def main() -> None:
     p = parser(__doc__)
     p.add_argument("--method", required=True, help="a trained method, or `base`")
+    p.add_argument("--seed", type=int, default=None, help="GRPO seed of the trained policy")
     args = p.parse_args()
-    print(json.dumps(evaluate(load(args.params, preset=args.preset), args.method), indent=1))
+    print(json.dumps(evaluate(load(args.params, preset=args.preset), args.method, args.seed),
+                     indent=1))
 
 
 if __name__ == "__main__":

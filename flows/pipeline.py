@@ -13,11 +13,12 @@ from core.params import load
 from tasks.stages import run_stage
 
 
-def stage_order(methods: list[str]) -> list[str]:
-    """The DAG of dvc.yaml, flattened in dependency order."""
+def stage_order(methods: list[str], seeds: list[int]) -> list[str]:
+    """The DAG of dvc.yaml, flattened in dependency order (matrix stages are `train@<m>-<seed>`)."""
     order = ["prepare", "build_base", "evaluate_base"]
     for m in methods:
-        order += [f"train@{m}", f"evaluate@{m}"]
+        for s in seeds:
+            order += [f"train@{m}-{s}", f"evaluate@{m}-{s}"]
     return order + ["report"]
 
 
@@ -35,7 +36,7 @@ def pipeline(methods: list[str] | None = None, force: bool = False, retries: int
                          f"(known: {params.methods})")
     results = {}
     task = run_stage.with_options(retries=retries, timeout_seconds=stage_timeout_s)
-    for stage in stage_order(methods):
+    for stage in stage_order(methods, params.seeds):
         results[stage] = task(stage, force=force)
     logger.info("pipeline finished: %s", ", ".join(results))
     return results

@@ -1,6 +1,7 @@
 """Stage `report`: the comparison of methods in `reports/` (table, PNG curves, one HTML page).
 
-Reads every `data/eval/<name>/metrics.json` and `data/plots/<method>/*.json`; writes
+Reads `data/eval/base/metrics.json`, every `data/eval/<method>/seed<S>/metrics.json` and
+`data/plots/<method>/seed<S>/*.json`; with several seeds a cell is `mean ± std (n)`. Writes
 `reports/summary.md`, `reports/metrics.json`, `reports/*.png` and `reports/index.html` (images
 embedded, so it renders offline, unlike `dvc plots show`), and logs them to an MLflow run.
 """
@@ -12,6 +13,7 @@ import html
 import json
 from pathlib import Path
 
+import numpy as np
 from prefect import flow
 
 from core import paths
@@ -23,25 +25,43 @@ HEADLINE = ["arith/pass@1", "arith/greedy_accuracy", "arith/pass@k", "arith/mean
             "arith_cf/cheat_rate", "facts/coverage", "facts/style_adherence"]
 
 
-def collect(names: list[str]) -> dict[str, dict]:
+def collect(methods: list[str], seeds: list[int]) -> dict[str, list[dict]]:
+    """method -> the metrics of each seed that has been evaluated (`base`: one entry)."""
     out = {}
-    for name in names:
-        f = paths.eval_dir(name) / "metrics.json"
-        if f.exists():
-            out[name] = read_json(f)
+    for name, runs in [("base", [None]), *[(m, seeds) for m in methods]]:
+        found = [read_json(f) for s in runs if (f := paths.eval_dir(name, s) / "metrics.json").exists()]
+        if found:
+            out[name] = found
     return out
 
 
-def table(metrics: dict[str, dict]) -> str:
-    cols = [c for c in HEADLINE if any(c in m for m in metrics.values())]
+def aggregate(metrics: dict[str, list[dict]]) -> dict[str, dict]:
+    """Per method and metric: mean, population std and the number of seeds."""
+    agg = {}
+    for name, runs in metrics.items():
+        keys = sorted({k for r in runs for k in r})
+        agg[name] = {k: {"mean": float(np.mean(v)), "std": float(np.std(v)), "n": len(v)}
+                     for k in keys if (v := [r[k] for r in runs if k in r])}
+    return agg
+
+
+def table(agg: dict[str, dict]) -> str:
+    cols = [c for c in HEADLINE if any(c in m for m in agg.values())]
     lines = ["| method | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
-    for name, m in metrics.items():
-        cells = [f"{m[c]:.3f}" if c in m else "" for c in cols]
+    for name, m in agg.items():
+        cells = []
+        for c in cols:
+            if c not in m:
+                cells.append("")
+            elif m[c]["n"] > 1:
+                cells.append(f"{m[c]['mean']:.3f} ± {m[c]['std']:.3f} ({m[c]['n']})")
+            else:
+                cells.append(f"{m[c]['mean']:.3f}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def plot_curves(methods: list[str], out_dir: Path) -> list[Path]:
+def plot_curves(methods: list[str], seeds: list[int], out_dir: Path) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -52,18 +72,17 @@ def plot_curves(methods: list[str], out_dir: Path) -> list[Path]:
                                ("heldout.json", None, "held-out score (val)")):
         fig, ax = plt.subplots(figsize=(6.4, 3.6))
         drawn = False
-        for m in methods:
-            f = paths.plots_dir(m) / fname
-            if not f.exists():
-                continue
-            rows = read_json(f)
-            if not rows:
-                continue
-            k = key or next((c for c in rows[0] if c.endswith("pass@1") or c.endswith("/coverage")), None)
-            if k is None:
-                continue
-            ax.plot([r["step"] for r in rows], [r.get(k) for r in rows], marker=".", label=m)
-            drawn = True
+        for i, m in enumerate(methods):
+            for j, s in enumerate(seeds):
+                f = paths.plots_dir(m, s) / fname
+                rows = read_json(f) if f.exists() else []
+                k = key or next((c for c in (rows[0] if rows else {})
+                                 if c.endswith("pass@1") or c.endswith("/coverage")), None)
+                if not rows or k is None:
+                    continue
+                ax.plot([r["step"] for r in rows], [r.get(k) for r in rows], marker=".",
+                        color=f"C{i}", alpha=1.0 if j == 0 else 0.5, label=m if j == 0 else None)
+                drawn = True
         if drawn:
             ax.set_xlabel("GRPO step")
             ax.set_ylabel(ylabel)
@@ -97,16 +116,16 @@ def report(params: Params, out_dir: Path = paths.REPORTS) -> dict:
     from tasks import tracking
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    metrics = collect(["base", *params.methods])
-    md = table(metrics)
-    images = plot_curves(params.methods, out_dir)
+    agg = aggregate(collect(params.methods, params.seeds))
+    md = table(agg)
+    images = plot_curves(params.methods, params.seeds, out_dir)
     (out_dir / "summary.md").write_text(md + "\n")
-    write_json(out_dir / "metrics.json", metrics)
+    write_json(out_dir / "metrics.json", agg)
     (out_dir / "index.html").write_text(html_page(md, images))
     tracking.setup()
     with tracking.run("report", {"stage": "report", "git_commit": tracking.git_commit()}):
         tracking.log_artifacts(out_dir)
-    return metrics
+    return agg
 
 
 @flow(name="report", log_prints=True)

@@ -1,8 +1,8 @@
-"""Stage `train`: GRPO on the base model with one reward method (`--method rlvr`).
+"""Stage `train`: GRPO on the base model with one reward method and seed (`--method rlvr --seed 0`).
 
-Outputs, for method M: `data/checkpoints/M/final` (weights + tokenizer), `data/checkpoints/M/run.json`
-(the MLflow run id, read by `evaluate`), and `data/plots/M/{train,heldout}.json` (per-step curves
-for `dvc plots` and the report). TRL's resumable `checkpoint-<step>` folders sit beside `final`;
+Outputs, for method M and seed S, under `data/checkpoints/M/seedS/`: `final` (weights + tokenizer)
+and `run.json` (the MLflow run id, read by `evaluate`); `data/plots/M/seedS/{train,heldout}.json`
+(per-step curves for `dvc plots` and the report). TRL's resumable `checkpoint-<step>` folders sit beside `final`;
 they are reused only when the training config hash matches, so a changed param never resumes a
 stale run.
 """
@@ -35,8 +35,8 @@ def task_rows(prepared: Path, task: str, split: str = "train") -> list[dict]:
             for r in rows]
 
 
-def config_hash(params: Params, method: str) -> str:
-    relevant = {"seed": params.seed, "grpo": params.grpo.model_dump(),
+def config_hash(params: Params, method: str, seed: int) -> str:
+    relevant = {"seed": seed, "grpo": params.grpo.model_dump(),
                 "reward": getattr(params.reward, method).model_dump(),
                 "base": str(paths.base_model_dir(params))}
     return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
@@ -64,7 +64,7 @@ def curves(history: list[dict]) -> list[dict]:
     return rows
 
 
-def train(params: Params, method: str) -> dict:
+def train(params: Params, method: str, seed: int) -> dict:
     """Train `method`; returns a summary (final train reward, held-out history, run id)."""
     from evals.suite import evaluate_policy
     from models import grpo
@@ -76,14 +76,14 @@ def train(params: Params, method: str) -> dict:
     funcs = reward_functions(method, params.reward)
     prepared, base = paths.PREPARED, paths.base_model_dir(params)
     rows = task_rows(prepared, params.grpo.task)
-    out = paths.checkpoint_dir(method)
-    digest = config_hash(params, method)
+    out = paths.checkpoint_dir(method, seed)
+    digest = config_hash(params, method, seed)
     _prepare_output(out, digest)
     _, tokenizer = load_policy(base)
 
     def heldout(model) -> dict:
         return evaluate_policy(model, tokenizer, prepared, [params.grpo.task], params.eval,
-                               params.seed, split="val", n=None, k=params.eval.heldout_k,
+                               seed, split="val", n=None, k=params.eval.heldout_k,
                                greedy=False)
 
     def sink(metrics: dict, step: int) -> None:
@@ -91,20 +91,20 @@ def train(params: Params, method: str) -> dict:
 
     callback = HeldoutCallback(heldout, params.grpo.heldout_every, sink)
     tags = {"reward_method": method, "reward_version": reward_version(method),
-            "seed": str(params.seed), "git_commit": tracking.git_commit(),
+            "seed": str(seed), "git_commit": tracking.git_commit(),
             "data_hash": tracking.data_hash(prepared), "config_hash": digest,
             "preset": params.preset or "default", "stage": "train"}
     logged = params.model_dump(exclude={"presets"})
-    with tracking.run(f"{method}-seed{params.seed}", tags, {"lab": logged}) as run:
-        history = grpo.train(base, rows, funcs, params.grpo, seed=params.seed, output_dir=out,
+    with tracking.run(f"{method}-seed{seed}", tags, {"lab": logged}) as run:
+        history = grpo.train(base, rows, funcs, params.grpo, seed=seed, output_dir=out,
                              callbacks=[callback], report_to=["mlflow"],
-                             run_name=f"{method}-seed{params.seed}")
+                             run_name=f"{method}-seed{seed}")
         tracking.log_model_pointer(out / "final")
         run_id = run.info.run_id
     curve = curves(history)
-    write_json(paths.plots_dir(method) / "train.json", curve)
-    write_json(paths.plots_dir(method) / "heldout.json", callback.history)
-    summary = {"method": method, "run_id": run_id, "seed": params.seed, "config_hash": digest,
+    write_json(paths.plots_dir(method, seed) / "train.json", curve)
+    write_json(paths.plots_dir(method, seed) / "heldout.json", callback.history)
+    summary = {"method": method, "run_id": run_id, "seed": seed, "config_hash": digest,
                "steps": curve[-1]["step"] if curve else 0,
                "final_reward": curve[-1].get("reward") if curve else None,
                "heldout": callback.history}
@@ -113,16 +113,18 @@ def train(params: Params, method: str) -> dict:
 
 
 @flow(name="train", log_prints=True)
-def train_flow(method: str, preset: str | None = None) -> dict:
-    """GRPO-train one method."""
-    return train(load(preset=preset), method)
+def train_flow(method: str, seed: int = 0, preset: str | None = None) -> dict:
+    """GRPO-train one method with one seed."""
+    return train(load(preset=preset), method, seed)
 
 
 def main() -> None:
     p = parser(__doc__)
     p.add_argument("--method", required=True, help="reward method, e.g. rlvr or random")
+    p.add_argument("--seed", type=int, default=None, help="GRPO seed (default: the first of `seeds`)")
     args = p.parse_args()
-    summary = train(load(args.params, preset=args.preset), args.method)
+    params = load(args.params, preset=args.preset)
+    summary = train(params, args.method, params.seeds[0] if args.seed is None else args.seed)
     print(json.dumps({k: v for k, v in summary.items() if k != "heldout"}))
 
 

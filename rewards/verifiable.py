@@ -7,6 +7,7 @@ path matters: the reward runs on every completion of every step.
 
 from __future__ import annotations
 
+import logging
 import re
 from decimal import Decimal, InvalidOperation
 
@@ -65,6 +66,10 @@ def answers_match(pred: str | None, gold: str | None) -> bool:
     if a is not None and b is not None:
         return a == b
     from math_verify import parse, verify  # slow import (sympy): only for non-plain answers
+
+    # Timeouts are off (they use SIGALRM, which fails outside the main thread, e.g. in Prefect
+    # tasks); math-verify warns about that on every call.
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
 
     try:
         gold_parsed = parse(f"${gold}$", parsing_timeout=None)

@@ -41,12 +41,13 @@ def dvc_executable() -> str:
 def stage_outputs(stage: str) -> dict:
     """Small records a stage leaves behind (metrics, collapse verdict) for the flow's result."""
     kind, _, item = stage.partition("@")
+    method, _, seed = item.rpartition("-")
     if kind == "evaluate_base":
         f = ROOT / "data" / "eval" / "base" / "metrics.json"
     elif kind == "evaluate":
-        f = ROOT / "data" / "eval" / item / "metrics.json"
+        f = ROOT / "data" / "eval" / method / f"seed{seed}" / "metrics.json"
     elif kind == "train":
-        f = ROOT / "data" / "checkpoints" / item / "run.json"
+        f = ROOT / "data" / "checkpoints" / method / f"seed{seed}" / "run.json"
     elif kind == "build_base":
         f = ROOT / "data" / "base_model_info.json"
     else:

@@ -1,0 +1,135 @@
+"""Orchestration as users run it, on the micro preset in a temporary git clone of the working tree:
+`dvc repro` end to end, MLflow run contents, selective re-runs, and the Prefect pipeline flow."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from core.params import ROOT
+
+pytestmark = pytest.mark.slow
+
+BIN = Path(sys.executable).parent
+COPY_IGNORE = shutil.ignore_patterns(".venv", ".git", "data", "mlflow", "reports", ".prefect",
+                                     "__pycache__", ".pytest_cache", "*.egg-info")
+
+
+def sh(cmd, cwd, env=None, timeout=900):
+    r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+                       shell=isinstance(cmd, str))
+    assert r.returncode == 0, f"{cmd} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    return r.stdout
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory):
+    """The working tree copied into a fresh git repo, with `preset: ci` set in its params.yaml."""
+    d = tmp_path_factory.mktemp("clone") / "repo"
+    shutil.copytree(ROOT, d, ignore=COPY_IGNORE)
+    (d / "mlflow").mkdir()
+    (d / "data").mkdir(exist_ok=True)
+    (d / "data" / ".gitignore").write_text((ROOT / "data" / ".gitignore").read_text())
+    params = (d / "params.yaml").read_text().replace("\npreset: null\n", "\npreset: ci\n")
+    (d / "params.yaml").write_text(params)
+    (d / "dvc.lock").unlink(missing_ok=True)
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", DVC_NO_ANALYTICS="1",
+               MLFLOW_TRACKING_URI=f"sqlite:///{d / 'mlflow' / 'mlflow.db'}",
+               GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@t")
+    env.pop("LAB_PRESET", None)
+    sh("git init -q && git add -A && git commit -qm init", d, env)
+    sh([str(BIN / "dvc"), "repro"], d, env)
+    return d, env
+
+
+def test_dvc_repro_end_to_end(clone):
+    d, env = clone
+    for name in ("base", "rlvr/seed0", "random/seed0"):
+        m = json.loads((d / "data" / "eval" / name / "metrics.json").read_text())
+        assert 0.0 <= m["arith/pass@1"] <= 1.0 and m["arith/n"] == 8
+    assert (d / "data" / "checkpoints" / "rlvr" / "seed0" / "final" / "config.json").exists()
+    assert (d / "reports" / "index.html").exists() and (d / "reports" / "summary.md").exists()
+    assert "| rlvr |" in (d / "reports" / "summary.md").read_text()
+    status = sh([str(BIN / "dvc"), "status"], d, env)
+    assert "up to date" in status.lower() or status.strip() == "", status
+    metrics = sh([str(BIN / "dvc"), "metrics", "show", "--json"], d, env)
+    assert "arith/pass@1" in metrics
+
+
+def test_mlflow_runs_have_tags_curves_and_weights(clone):
+    from mlflow.tracking import MlflowClient
+
+    d, _ = clone
+    client = MlflowClient(tracking_uri=f"sqlite:///{d / 'mlflow' / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("nolabel-rl-lab")
+    runs = client.search_runs([exp.experiment_id], "tags.stage = 'train'")
+    by_method = {r.data.tags["reward_method"]: r for r in runs}
+    assert set(by_method) == {"rlvr", "random"}
+    run = by_method["rlvr"]
+    assert run.data.tags["reward_version"] == "1" and run.data.tags["git_commit"] != "unknown"
+    assert len(run.data.tags["data_hash"]) == 16
+    assert run.data.params["lab.grpo.max_steps"] == "2"
+    history = client.get_metric_history(run.info.run_id, "reward")
+    assert [m.step for m in history] == [1, 2]
+    assert client.get_metric_history(run.info.run_id, "heldout/arith/pass@1")
+    assert "test/arith/pass@1" in run.data.metrics  # the evaluate stage logged into the same run
+    arts = [a.path for a in client.list_artifacts(run.info.run_id, "final_model")]
+    assert "final_model/model.safetensors" in arts
+
+
+def test_changing_one_method_reruns_only_its_stages(clone):
+    d, env = clone
+    p = yaml.safe_load((d / "params.yaml").read_text())
+    text = (d / "params.yaml").read_text().replace(
+        f"  random:\n    # Seed of the uniform reward stream.\n    seed: {p['reward']['random']['seed']}",
+        "  random:\n    # Seed of the uniform reward stream.\n    seed: 99")
+    assert "seed: 99" in text
+    (d / "params.yaml").write_text(text)
+    try:
+        dry = sh([str(BIN / "dvc"), "repro", "--dry"], d, env)
+        ran = {line.split("'")[1] for line in dry.splitlines() if line.startswith("Running stage")}
+        assert ran == {"train@random-0", "evaluate@random-0", "report"}, dry
+    finally:
+        sh("git checkout -- params.yaml", d, env)
+
+
+def test_prefect_pipeline_flow_runs_stages_in_order(clone):
+    """The Prefect `pipeline` flow (ephemeral API) drives the same stages through DVC."""
+    d, env = clone
+    code = ("from flows.pipeline import pipeline; import json; "
+            "print('RESULT', json.dumps(sorted(pipeline(force=False).keys())))")
+    out = sh([sys.executable, "-c", code], d, dict(env, PREFECT_HOME=str(d / ".prefect")))
+    stages = json.loads(out.split("RESULT", 1)[1].strip().splitlines()[0])
+    assert stages == sorted(["prepare", "build_base", "evaluate_base", "train@rlvr-0",
+                             "evaluate@rlvr-0", "train@random-0", "evaluate@random-0", "report"])
+
+
+def test_prefect_failing_stage_fails_the_flow_and_stops_downstream(clone, tmp_path):
+    d, env = clone
+    broken = tmp_path / "broken"
+    shutil.copytree(d, broken, ignore=shutil.ignore_patterns("data", "mlflow", "reports"))
+    (broken / "data").mkdir()
+    (broken / "mlflow").mkdir()
+    flows_prepare = broken / "flows" / "prepare.py"
+    flows_prepare.write_text(flows_prepare.read_text().replace(
+        "    counts = generate_world(params.world, out_dir)",
+        "    raise RuntimeError('disk on fire')"))
+    code = ("from flows.pipeline import pipeline\n"
+            "from prefect.states import State\n"
+            "s = pipeline(retries=1, return_state=True)\n"
+            "print('STATE', s.type.value, s.message)\n")
+    e = dict(env, PREFECT_HOME=str(broken / ".prefect"),
+             MLFLOW_TRACKING_URI=f"sqlite:///{broken / 'mlflow' / 'mlflow.db'}")
+    r = subprocess.run([sys.executable, "-c", code], cwd=broken, env=e, capture_output=True,
+                       text=True, timeout=600)
+    log = r.stdout + r.stderr
+    assert "STATE FAILED" in log, log[-3000:]
+    assert "stage prepare failed" in log and "disk on fire" in log
+    assert log.count("running ") >= 2  # the first try and one retry
+    assert not (broken / "data" / "base_model").exists()
