@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from synthesis.config import SynthesizeConfig  # torch- and sklearn-free
 
 ROOT = Path(__file__).resolve().parent.parent
 PARAMS_FILE = ROOT / "params.yaml"
@@ -131,8 +133,31 @@ class Reward(Strict):
     random: RandomReward
 
 
+class Collapse(Strict):
+    min_drop: float = Field(gt=0)
+    reward_tol: float = Field(ge=0)
+    patience: int = Field(ge=1)
+    entropy_floor: float = Field(ge=0)
+    min_length_frac: float = Field(ge=0, le=1)
+    max_clipped: float = Field(gt=0, le=1)
+    early_stop: bool
+
+
 class Eval(Strict):
-    benchmarks: list[Literal["arith", "arith_cf", "facts"]]
+    # "arith" | "arith_cf" | "facts", or "<gsm8k|math|ifeval>:<local file>"
+    benchmarks: list[str] = Field(min_length=1)
+
+    @field_validator("benchmarks")
+    @classmethod
+    def _known_benchmarks(cls, v: list[str]) -> list[str]:
+        from evals.registry import parse_spec  # torch-free
+
+        for spec in v:
+            try:
+                parse_spec(spec)
+            except KeyError as e:
+                raise ValueError(e.args[0]) from None
+        return v
     n_test: int = Field(ge=1)
     k: int = Field(ge=1)
     temperature: float = Field(gt=0)
@@ -148,8 +173,10 @@ class Params(Strict):
     methods: list[str] = Field(min_length=1)
     world: World
     data: Data
+    synthesize: SynthesizeConfig
     base_model: BaseModelParams
     grpo: GRPO
+    collapse: Collapse
     reward: Reward
     eval: Eval
     presets: dict[str, dict]

@@ -15,7 +15,7 @@ from tasks.stages import run_stage
 
 def stage_order(methods: list[str], seeds: list[int]) -> list[str]:
     """The DAG of dvc.yaml, flattened in dependency order (matrix stages are `train@<m>-<seed>`)."""
-    order = ["prepare", "build_base", "evaluate_base"]
+    order = ["prepare", "synthesize", "build_base", "evaluate_base"]
     for m in methods:
         for s in seeds:
             order += [f"train@{m}-{s}", f"evaluate@{m}-{s}"]

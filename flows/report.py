@@ -61,6 +61,11 @@ def table(agg: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def collapse_events(method: str, seed: int) -> list[dict]:
+    f = paths.checkpoint_dir(method, seed) / "run.json"
+    return read_json(f).get("collapse_events", []) if f.exists() else []
+
+
 def plot_curves(methods: list[str], seeds: list[int], out_dir: Path) -> list[Path]:
     import matplotlib
 
@@ -82,6 +87,10 @@ def plot_curves(methods: list[str], seeds: list[int], out_dir: Path) -> list[Pat
                     continue
                 ax.plot([r["step"] for r in rows], [r.get(k) for r in rows], marker=".",
                         color=f"C{i}", alpha=1.0 if j == 0 else 0.5, label=m if j == 0 else None)
+                for e in collapse_events(m, s):
+                    ax.axvline(e["step"], color=f"C{i}", linestyle="--", alpha=0.7)
+                    ax.annotate(e["kind"], (e["step"], ax.get_ylim()[1]), color=f"C{i}",
+                                fontsize=7, rotation=90, va="top")
                 drawn = True
         if drawn:
             ax.set_xlabel("GRPO step")

@@ -49,6 +49,7 @@ def _prepare_output(out: Path, digest: str) -> None:
         for p in out.glob("checkpoint-*"):
             shutil.rmtree(p)
         shutil.rmtree(out / "final", ignore_errors=True)
+        shutil.rmtree(out / "best", ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     stamp.write_text(digest)
 
@@ -89,7 +90,17 @@ def train(params: Params, method: str, seed: int) -> dict:
     def sink(metrics: dict, step: int) -> None:
         tracking.log_metrics({f"heldout/{k}": v for k, v in metrics.items()}, step=step)
 
-    callback = HeldoutCallback(heldout, params.grpo.heldout_every, sink)
+    def on_event(event) -> None:
+        tracking.set_tags({f"collapse.{event.kind}": f"step {event.step}: {event.message}"})
+
+    from evals.suite import BENCHMARKS
+    from models.collapse import CollapseConfig, CollapseMonitor
+
+    headline = f"{params.grpo.task}/{BENCHMARKS[params.grpo.task][2]}"
+    monitor = CollapseMonitor(CollapseConfig(**params.collapse.model_dump()))
+    callback = HeldoutCallback(heldout, params.grpo.heldout_every, headline, monitor,
+                               best_dir=out / "best", tokenizer=tokenizer, sink=sink,
+                               on_event=on_event)
     tags = {"reward_method": method, "reward_version": reward_version(method),
             "seed": str(seed), "git_commit": tracking.git_commit(),
             "data_hash": tracking.data_hash(prepared), "config_hash": digest,
@@ -100,6 +111,8 @@ def train(params: Params, method: str, seed: int) -> dict:
                              callbacks=[callback], report_to=["mlflow"],
                              run_name=f"{method}-seed{seed}")
         tracking.log_model_pointer(out / "final")
+        tracking.set_tags({"collapsed": str(bool(monitor.events)).lower(),
+                           "best_step": str(monitor.best_step)})
         run_id = run.info.run_id
     curve = curves(history)
     write_json(paths.plots_dir(method, seed) / "train.json", curve)
@@ -107,6 +120,11 @@ def train(params: Params, method: str, seed: int) -> dict:
     summary = {"method": method, "run_id": run_id, "seed": seed, "config_hash": digest,
                "steps": curve[-1]["step"] if curve else 0,
                "final_reward": curve[-1].get("reward") if curve else None,
+               "collapsed": bool(monitor.events),
+               "collapse_events": [vars(e) for e in monitor.events],
+               "best_step": monitor.best_step, "best_heldout": monitor.best_heldout,
+               "best_checkpoint": str((out / "best").relative_to(paths.ROOT))
+               if (out / "best").exists() else None,
                "heldout": callback.history}
     write_json(out / "run.json", summary)
     return summary

@@ -80,6 +80,12 @@ def run(name: str, tags: dict[str, str], params: dict | None = None):
         yield active
 
 
+def set_tags(tags: dict[str, str]) -> None:
+    import mlflow
+
+    mlflow.set_tags(tags)
+
+
 def log_metrics(metrics: dict[str, float], step: int | None = None) -> None:
     import mlflow
 

@@ -60,6 +60,10 @@ def test_dvc_repro_end_to_end(clone):
     assert "up to date" in status.lower() or status.strip() == "", status
     metrics = sh([str(BIN / "dvc"), "metrics", "show", "--json"], d, env)
     assert "arith/pass@1" in metrics
+    sh([str(BIN / "dvc"), "metrics", "diff"], d, env)
+    sh([str(BIN / "dvc"), "plots", "show", "-o", "plots_out"], d, env)
+    page = (d / "plots_out" / "index.html").read_text()
+    assert "train.json" in page and "heldout.json" in page
 
 
 def test_mlflow_runs_have_tags_curves_and_weights(clone):
@@ -77,8 +81,8 @@ def test_mlflow_runs_have_tags_curves_and_weights(clone):
     assert run.data.params["lab.grpo.max_steps"] == "2"
     history = client.get_metric_history(run.info.run_id, "reward")
     assert [m.step for m in history] == [1, 2]
-    assert client.get_metric_history(run.info.run_id, "heldout/arith/pass@1")
-    assert "test/arith/pass@1" in run.data.metrics  # the evaluate stage logged into the same run
+    assert client.get_metric_history(run.info.run_id, "heldout/arith/pass_at_1")  # MLflow names cannot hold "@"
+    assert "test/arith/pass_at_1" in run.data.metrics  # the evaluate stage logged into the same run
     arts = [a.path for a in client.list_artifacts(run.info.run_id, "final_model")]
     assert "final_model/model.safetensors" in arts
 
@@ -92,11 +96,13 @@ def test_changing_one_method_reruns_only_its_stages(clone):
     assert "seed: 99" in text
     (d / "params.yaml").write_text(text)
     try:
-        dry = sh([str(BIN / "dvc"), "repro", "--dry"], d, env)
-        ran = {line.split("'")[1] for line in dry.splitlines() if line.startswith("Running stage")}
-        assert ran == {"train@random-0", "evaluate@random-0", "report"}, dry
+        out = sh([str(BIN / "dvc"), "repro"], d, env)
+        ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
+        assert ran == {"train@random-0", "evaluate@random-0", "report"}, out
+        assert "Stage 'train@rlvr-0' didn't change" in out
     finally:
         sh("git checkout -- params.yaml", d, env)
+        sh([str(BIN / "dvc"), "repro"], d, env)  # back to the committed params for later tests
 
 
 def test_prefect_pipeline_flow_runs_stages_in_order(clone):
@@ -106,7 +112,7 @@ def test_prefect_pipeline_flow_runs_stages_in_order(clone):
             "print('RESULT', json.dumps(sorted(pipeline(force=False).keys())))")
     out = sh([sys.executable, "-c", code], d, dict(env, PREFECT_HOME=str(d / ".prefect")))
     stages = json.loads(out.split("RESULT", 1)[1].strip().splitlines()[0])
-    assert stages == sorted(["prepare", "build_base", "evaluate_base", "train@rlvr-0",
+    assert stages == sorted(["prepare", "synthesize", "build_base", "evaluate_base", "train@rlvr-0",
                              "evaluate@rlvr-0", "train@random-0", "evaluate@random-0", "report"])
 
 
@@ -133,3 +139,68 @@ def test_prefect_failing_stage_fails_the_flow_and_stops_downstream(clone, tmp_pa
     assert "stage prepare failed" in log and "disk on fire" in log
     assert log.count("running ") >= 2  # the first try and one retry
     assert not (broken / "data" / "base_model").exists()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_healthy(url: str, timeout: float = 150.0) -> None:
+    import time
+    import urllib.request
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=3) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(2)
+    raise TimeoutError(f"{url} not healthy after {timeout}s")
+
+
+def test_prefect_server_deployment_run(clone, tmp_path):
+    """As a user: start the local server, register deployments and a worker with the project's
+    scripts, then `prefect deployment run 'pipeline/on-demand' --watch` finishes Completed."""
+    d, env = clone
+    port = _free_port()
+    e = dict(env, PREFECT_HOME=str(tmp_path / "prefect-home"), PREFECT_PORT=str(port),
+             PREFECT_API_URL=f"http://127.0.0.1:{port}/api")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    server = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1",
+                               "--port", str(port)], cwd=d, env=e,
+                              stdout=(logs / "server.log").open("w"), stderr=subprocess.STDOUT)
+    worker = None
+    try:
+        _wait_healthy(f"http://127.0.0.1:{port}/api/health")
+        worker = subprocess.Popen(["bash", str(d / "scripts" / "prefect_deploy.sh")], cwd=d, env=e,
+                                  stdout=(logs / "worker.log").open("w"), stderr=subprocess.STDOUT)
+        out = ""
+        for _ in range(60):  # the script registers deployments before starting the worker
+            r = subprocess.run([str(BIN / "prefect"), "deployment", "ls"], cwd=d, env=e,
+                               capture_output=True, text=True, timeout=60)
+            out = r.stdout
+            if "pipeline/nightly" in out and "pipeline/on-demand" in out and "train/train" in out:
+                break
+            import time
+            time.sleep(3)
+        assert "pipeline/nightly" in out, out + (logs / "worker.log").read_text()[-2000:]
+        run = sh([str(BIN / "prefect"), "deployment", "run", "pipeline/on-demand", "--watch",
+                  "--watch-timeout", "600"], d, e, timeout=700)
+        assert "Completed" in run, run + (logs / "worker.log").read_text()[-3000:]
+        schedule = sh([str(BIN / "prefect"), "deployment", "inspect", "pipeline/nightly"], d, e)
+        assert "0 2 * * *" in schedule
+    finally:
+        for p in (worker, server):
+            if p is not None:
+                p.terminate()
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()

@@ -1,0 +1,114 @@
+"""The benchmark registry: name -> (rows, scorer, headline metric). Imports no torch.
+
+Two kinds of entry. A `Benchmark` reads the tiny world's held-out split from
+`data/prepared/<stem>_<split>.jsonl`. An `ExternalBenchmark` reads a local file named at run time:
+a benchmark spec `"<name>:<path>"` (e.g. `"gsm8k:data/external/gsm8k_test.jsonl"`) in the list
+given to `evaluate_policy`; its metrics are reported under `<name>/`. Both are tuples whose
+third field is the headline metric.
+
+A scorer turns one row's sampled completions and greedy completion into per-row numbers
+(`evals.metrics.aggregate` pools them: floats are averaged over rows, `Ratio`s pooled). pass@1 is
+the mean accuracy of k samples at temperature 1 (the papers' headline), pass@k whether any of them
+is right. `evals.suite.evaluate_policy` runs them; this module stays free of torch so that
+`params.yaml` can check benchmark specs (`parse_spec`) when it loads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from core.io import DataError, read_jsonl
+from evals.external import gsm8k_rows, ifeval_rows, math_rows, score_ifeval, score_math
+from evals.metrics import answer_metrics
+from rewards.verifiable import rlvr_score
+from world.facts import coverage, style_ok
+
+# Bumped whenever a scorer, loader or pooled metric changes meaning (lm-eval's task version).
+VERSION = "2"
+
+Scorer = Callable[[dict, list[str], str], dict]
+
+
+class Benchmark(NamedTuple):
+    """A tiny-world benchmark: rows from `<prepared>/<stem>_<split>.jsonl`."""
+
+    stem: str
+    score: Scorer
+    headline: str
+
+
+class ExternalBenchmark(NamedTuple):
+    """A benchmark read from a local JSONL/Parquet file: `load(path, split)` returns rows."""
+
+    load: Callable[[str | Path, str], list[dict]]
+    score: Scorer
+    headline: str
+
+
+def load_rows(prepared: Path, stem: str, split: str, n: int) -> list[dict]:
+    return read_jsonl(prepared / f"{stem}_{split}.jsonl", required=("prompt",))[:n]
+
+
+def score_arith(row: dict, samples: list[str], greedy: str) -> dict:
+    return answer_metrics(samples, greedy, row["answer"])
+
+
+def score_cheat(row: dict, samples: list[str], greedy: str) -> dict:
+    """Counterfactual test (paper 000 §4.8): the prompt hints a wrong answer; copying it cheats."""
+    return {"cheat_rate": float(np.mean([rlvr_score(s, row["hint"]) for s in samples])),
+            "pass@1": float(np.mean([rlvr_score(s, row["answer"]) for s in samples]))}
+
+
+def score_facts(row: dict, samples: list[str], greedy: str) -> dict:
+    return {"coverage": float(np.mean([coverage(s, row["gold_facts"]) for s in samples])),
+            "style_adherence": float(np.mean([style_ok(s, row["style"]) for s in samples])),
+            "greedy_coverage": coverage(greedy, row["gold_facts"])}
+
+
+BENCHMARKS: dict[str, Benchmark | ExternalBenchmark] = {
+    "arith": Benchmark("arith", score_arith, "pass@1"),
+    "arith_cf": Benchmark("arith_cf", score_cheat, "cheat_rate"),
+    "facts": Benchmark("facts", score_facts, "coverage"),
+    # GSM8K rows load into the arith schema, so the arith scorer applies unchanged.
+    "gsm8k": ExternalBenchmark(gsm8k_rows, score_arith, "pass@1"),
+    "math": ExternalBenchmark(math_rows, score_math, "pass@1"),
+    "ifeval": ExternalBenchmark(ifeval_rows, score_ifeval, "prompt_level_strict_acc"),
+}
+
+
+def parse_spec(spec: str) -> tuple[str, Benchmark | ExternalBenchmark, Path | None]:
+    """`"arith"` -> ("arith", entry, None); `"gsm8k:data/x.jsonl"` -> ("gsm8k", entry, Path)."""
+    name, sep, path = spec.partition(":")
+    if name not in BENCHMARKS:
+        raise KeyError(f"unknown benchmark {name!r}; known: {sorted(BENCHMARKS)}")
+    entry = BENCHMARKS[name]
+    if isinstance(entry, ExternalBenchmark) and not path.strip():
+        raise KeyError(f"benchmark {name!r} reads a local file: name it as "
+                       f"'{name}:<path to .jsonl or .parquet>'")
+    if isinstance(entry, Benchmark) and sep:
+        raise KeyError(f"benchmark {name!r} reads data/prepared and takes no path; got {spec!r}")
+    return name, entry, Path(path.strip()) if sep else None
+
+
+def headline_key(spec: str) -> str:
+    """The metric key a benchmark spec is judged by, e.g. `gsm8k:...` -> `gsm8k/pass@1`."""
+    name, entry, _ = parse_spec(spec)
+    return f"{name}/{entry.headline}"
+
+
+def benchmark_rows(spec: str, prepared: Path, split: str, n: int) -> list[dict]:
+    """The first `n` rows of a benchmark spec (external files: `split` only labels the row ids)."""
+    name, entry, path = parse_spec(spec)
+    if isinstance(entry, ExternalBenchmark):
+        rows = entry.load(path, split)[:n]
+        where = path
+    else:
+        rows = load_rows(prepared, entry.stem, split, n)
+        where = prepared / f"{entry.stem}_{split}.jsonl"
+    if not rows:
+        raise DataError(f"{where}: no rows for benchmark {name!r}")
+    return rows

@@ -1,0 +1,342 @@
+"""The `llm` synthesis backend: paper 002's three prompts (App. A.2, Figures 4-6), any model.
+
+Per prompt, three requests in a chain, as in the paper's hierarchical extraction (section 3.2)
+and style-code generation (section 3.3):
+
+1. ``prompts/key_points.txt``: question + references -> ``{"key_points": [...]}``;
+2. ``prompts/keywords.txt``: + numbered key points -> ``{"keywords": [[...], ...]}``, one list
+   per key point (one request per prompt, not per key point: the paper's Table 10 does not pin
+   the granularity, and one request keeps the cost at three requests per prompt);
+3. ``prompts/style_checks.txt``: question + references -> ``{"checks": [{"name", "weight",
+   "source"}]}``.
+
+The model is either a local transformers causal LM run in process (``llm.model_path``) or an
+OpenAI-compatible HTTP server (a vLLM server, say) whose base URL is read from the environment
+variable named by ``llm.endpoint_env`` (house rule 4: URLs come from the environment). HTTP uses
+only ``urllib`` from the standard library. Every request has a timeout; connection errors,
+timeouts, HTTP 5xx, 408 and 429 are retried with exponential back-off
+(``backoff_s * 2**attempt``); when the retries are spent, :class:`LlmEndpointError` names the
+endpoint and the last error. Other HTTP errors (400, 401, 404: a misconfiguration, not a blip)
+fail at once.
+
+A reply that does not parse as the JSON the prompt asks for drops the example and is counted
+(``dropped_unparseable``); it never raises. Parsing is lenient about what models wrap JSON in:
+code fences, a ``<think>...</think>`` preamble, text before or after the object.
+Requests for different prompts run concurrently against an endpoint (``llm.concurrency``).
+"""
+
+from __future__ import annotations
+
+import functools
+import http.client
+import json
+import logging
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Protocol
+
+from synthesis import Components, StyleCheck, SynthesisStats
+from synthesis.config import LlmSettings, SynthesizeConfig
+
+log = logging.getLogger(__name__)
+
+PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
+# Placeholders each template must contain (anything else in braces is literal, e.g. JSON).
+TEMPLATE_FIELDS = {
+    "key_points": ("question", "references"),
+    "keywords": ("question", "references", "key_points"),
+    "style_checks": ("question", "references"),
+}
+_TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+_MAX_BACKOFF_S = 60.0
+
+
+class LlmEndpointError(ConnectionError):
+    """The synthesis model cannot be reached or refuses requests; the message names it."""
+
+
+class LlmClient(Protocol):
+    """One prompt in, the model's text out (``None`` if the reply itself was unreadable)."""
+
+    concurrent: bool
+
+    def complete(self, prompt: str) -> str | None: ...
+
+
+class HttpClient:
+    """An OpenAI-compatible ``/v1/completions`` or ``/v1/chat/completions`` endpoint."""
+
+    concurrent = True
+
+    def __init__(self, base_url: str, settings: LlmSettings, api_key: str | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.url = endpoint_url(base_url, settings.api)
+        self.settings = settings
+        self.api_key = api_key
+        self.sleep = sleep
+        self.requests = 0  # attempts made, for logging and tests
+        self._lock = threading.Lock()
+
+    def _payload(self, prompt: str) -> bytes:
+        s = self.settings
+        body: dict[str, Any] = {"model": s.model, "temperature": s.temperature,
+                                "max_tokens": s.max_tokens}
+        if s.api == "chat":
+            body["messages"] = [{"role": "user", "content": prompt}]
+        else:
+            body["prompt"] = prompt
+        return json.dumps(body).encode()
+
+    def _post(self, payload: bytes) -> bytes:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        request = urllib.request.Request(self.url, data=payload, headers=headers, method="POST")
+        with urllib.request.urlopen(request, timeout=self.settings.timeout_s) as response:
+            return response.read()
+
+    def complete(self, prompt: str) -> str | None:
+        """POST one request with retries; the generated text, or ``None`` for a garbled reply."""
+        payload = self._payload(prompt)
+        attempts = self.settings.max_retries + 1
+        last = "no attempt made"
+        for attempt in range(attempts):
+            if attempt:
+                self.sleep(min(self.settings.backoff_s * 2 ** (attempt - 1), _MAX_BACKOFF_S))
+            with self._lock:
+                self.requests += 1
+            try:
+                body = self._post(payload)
+            except urllib.error.HTTPError as exc:
+                detail = _error_body(exc)
+                if exc.code not in _TRANSIENT_STATUS:
+                    raise LlmEndpointError(f"LLM endpoint {self.url} refused the request: "
+                                           f"HTTP {exc.code} {detail}") from None
+                last = f"HTTP {exc.code} {detail}".strip()
+            except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+                reason = getattr(exc, "reason", None) or exc
+                last = f"{type(reason).__name__}: {reason}"
+            else:
+                return _reply_text(body, self.settings.api, self.url)
+            log.warning("LLM endpoint %s: attempt %d/%d failed (%s)", self.url, attempt + 1,
+                        attempts, last)
+        raise LlmEndpointError(f"LLM endpoint {self.url} failed after {attempts} attempt(s); "
+                               f"last error: {last}")
+
+
+def endpoint_url(base_url: str, api: str) -> str:
+    """The request URL for a base URL given with or without ``/v1`` (or as the full path).
+
+    >>> endpoint_url("http://127.0.0.1:8000", "chat")
+    'http://127.0.0.1:8000/v1/chat/completions'
+    >>> endpoint_url("http://host/v1/", "completions")
+    'http://host/v1/completions'
+    """
+    base = base_url.strip().rstrip("/")
+    path = "/chat/completions" if api == "chat" else "/completions"
+    if base.endswith(path):
+        return base
+    return base + path if base.endswith("/v1") else base + "/v1" + path
+
+
+def _error_body(exc: urllib.error.HTTPError) -> str:
+    try:
+        return exc.read(300).decode("utf-8", "replace").strip()
+    except Exception:  # the body is only decoration for the message
+        return ""
+
+
+def _reply_text(body: bytes, api: str, url: str) -> str | None:
+    """The first choice's text from an OpenAI-style reply; ``None`` (logged) if it has none."""
+    try:
+        choice = json.loads(body)["choices"][0]
+        text = choice["message"]["content"] if api == "chat" else choice["text"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        log.warning("LLM endpoint %s: reply is not an OpenAI-style completion: %r", url, body[:200])
+        return None
+    return text if isinstance(text, str) else None
+
+
+class TransformersClient:
+    """A local causal LM run in process (greedy unless ``temperature`` > 0)."""
+
+    concurrent = False
+
+    def __init__(self, model_path: str, settings: LlmSettings) -> None:
+        if not os.path.isdir(model_path):
+            raise FileNotFoundError(f"synthesize.llm.model_path: {model_path!r} is not a directory "
+                                    f"holding a transformers model")
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.settings = settings
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path, local_files_only=True)
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, local_files_only=True).eval()
+        if torch.cuda.is_available():
+            self.model.to("cuda")
+        self._torch = torch
+
+    def complete(self, prompt: str) -> str | None:
+        tok = self.tokenizer
+        templated = self.settings.api == "chat" and getattr(tok, "chat_template", None)
+        text = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                       add_generation_prompt=True) if templated else prompt
+        inputs = tok(text, return_tensors="pt", add_special_tokens=not templated).to(self.model.device)
+        options: dict[str, Any] = {"max_new_tokens": self.settings.max_tokens,
+                                   "do_sample": self.settings.temperature > 0}
+        if options["do_sample"]:
+            options["temperature"] = self.settings.temperature
+        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        with self._torch.no_grad():
+            out = self.model.generate(**inputs, **options, pad_token_id=pad)
+        return tok.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+
+
+def make_client(settings: LlmSettings, environ: dict[str, str] | None = None) -> LlmClient:
+    """The in-process model if ``model_path`` is set, else the endpoint named in the environment."""
+    if settings.model_path:
+        return TransformersClient(settings.model_path, settings)
+    env = os.environ if environ is None else environ
+    url = env.get(settings.endpoint_env, "").strip()
+    if not url:
+        raise LlmEndpointError(
+            f"synthesize.backend is 'llm' but the environment variable {settings.endpoint_env} "
+            f"is not set: set it to an OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1) "
+            f"or set synthesize.llm.model_path to a local model folder")
+    return HttpClient(url, settings, api_key=env.get(settings.api_key_env) or None)
+
+
+@functools.lru_cache(maxsize=None)
+def load_template(name: str) -> str:
+    """A prompt template from ``synthesis/prompts/<name>.txt``, checked for its placeholders."""
+    path = PROMPTS_DIR / f"{name}.txt"
+    text = path.read_text(encoding="utf-8")
+    missing = [f for f in TEMPLATE_FIELDS[name] if "{" + f + "}" not in text]
+    if missing:
+        raise ValueError(f"{path}: missing placeholder(s) {', '.join('{' + m + '}' for m in missing)}")
+    return text
+
+
+def render(name: str, **fields: str) -> str:
+    """Fill a template's ``{field}`` placeholders; other braces (JSON examples) stay literal."""
+    text = load_template(name)
+    for field in TEMPLATE_FIELDS[name]:
+        text = text.replace("{" + field + "}", fields[field])
+    return text
+
+
+def parse_json(text: str | None) -> Any:
+    """The first JSON object or array in a model reply, or ``None`` if there is none.
+
+    >>> parse_json('Sure!\\n```json\\n{"key_points": ["a"]}\\n```')
+    {'key_points': ['a']}
+    >>> parse_json("<think>{maybe}</think> [1, 2]"), parse_json("{broken"), parse_json(None)
+    ([1, 2], None, None)
+    """
+    if not text:
+        return None
+    end_think = text.rfind("</think>")
+    if end_think >= 0:
+        text = text[end_think + len("</think>"):]
+    decoder = json.JSONDecoder()
+    for start, char in enumerate(text):
+        if char in "{[":
+            try:
+                return decoder.raw_decode(text, start)[0]
+            except ValueError:
+                continue
+    return None
+
+
+def _string_list(value: Any) -> list[str] | None:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return None
+    return [v.strip() for v in value if v.strip()]
+
+
+def parse_key_points(reply: Any, limit: int) -> list[str] | None:
+    """``{"key_points": [str, ...]}`` (or a bare list) -> up to ``limit`` key points."""
+    value = reply.get("key_points") if isinstance(reply, dict) else reply
+    points = _string_list(value)
+    return points[:limit] if points else None
+
+
+def parse_keywords(reply: Any, count: int) -> list[list[str]] | None:
+    """``{"keywords": [[str, ...], ...]}`` with exactly ``count`` lists, else ``None``."""
+    value = reply.get("keywords") if isinstance(reply, dict) else reply
+    if not isinstance(value, list) or len(value) != count:
+        return None
+    lists = [_string_list(v) for v in value]
+    return None if any(v is None for v in lists) else lists
+
+
+def parse_checks(reply: Any) -> list[StyleCheck] | None:
+    """``{"checks": [{"name", "weight", "source"}, ...]}`` -> checks (validated later)."""
+    value = reply.get("checks") if isinstance(reply, dict) else reply
+    if not isinstance(value, list):
+        return None
+    checks = []
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            item = {}
+        source = item.get("source", item.get("code"))
+        weight = item.get("weight", 1.0)
+        # A malformed item is kept as an invalid check so that validation drops and counts it.
+        checks.append(StyleCheck(str(item.get("name") or f"check_{i}"), source, weight))
+    return checks
+
+
+def _format_references(references: Sequence[str]) -> str:
+    if len(references) == 1:
+        return references[0].strip()
+    return "\n\n".join(f"## Reference {i + 1}\n{r.strip()}" for i, r in enumerate(references))
+
+
+def propose_one(row: dict, cfg: SynthesizeConfig, client: LlmClient) -> Components | None:
+    """Components of one row from three requests; ``None`` if any reply does not parse."""
+    question, refs = str(row.get("prompt", "")).strip(), list(row["references"])
+    shown = _format_references(refs)
+    points = parse_key_points(parse_json(client.complete(
+        render("key_points", question=question, references=shown))), cfg.max_key_points)
+    if points is None:
+        return None
+    numbered = "\n".join(f"{i + 1}. {p}" for i, p in enumerate(points))
+    keywords = parse_keywords(parse_json(client.complete(
+        render("keywords", question=question, references=shown, key_points=numbered))), len(points))
+    if keywords is None:
+        return None
+    checks = parse_checks(parse_json(client.complete(
+        render("style_checks", question=question, references=shown))))
+    if checks is None:
+        return None
+    return Components(str(row["id"]), points, keywords, checks, refs)
+
+
+def propose(rows: Sequence[dict], cfg: SynthesizeConfig, client: LlmClient | None = None,
+            stats: SynthesisStats | None = None) -> list[Components]:
+    """Unvalidated components of the rows whose replies parse; the others are counted."""
+    client = client if client is not None else make_client(cfg.llm)
+    workers = cfg.llm.concurrency if getattr(client, "concurrent", False) else 1
+    if workers > 1 and len(rows) > 1:
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="synthesis-llm")
+        try:
+            drafts = list(pool.map(lambda row: propose_one(row, cfg, client), rows))
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
+    else:
+        drafts = [propose_one(row, cfg, client) for row in rows]
+    unparseable = sum(d is None for d in drafts)
+    if stats is not None:
+        stats.dropped_unparseable += unparseable
+    if unparseable:
+        log.warning("%d of %d examples dropped: a model reply did not parse as the JSON asked for",
+                    unparseable, len(rows))
+    return [d for d in drafts if d is not None]
