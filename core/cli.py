@@ -22,7 +22,8 @@ def quiet_libraries() -> None:
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    # force: importing prefect installs a WARNING-level root handler that would hide our INFO logs.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", force=True)
     for noisy in ("httpx", "urllib3", "alembic", "datasets"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 

@@ -204,3 +204,33 @@ def test_prefect_server_deployment_run(clone, tmp_path):
                     p.wait(timeout=30)
                 except subprocess.TimeoutExpired:
                     p.kill()
+
+
+def test_kill_minus_9_then_rerun_resumes_from_last_checkpoint(clone, tmp_path):
+    """A training stage killed with SIGKILL resumes from its newest checkpoint when re-run."""
+    import signal
+    import time
+
+    d, env = clone
+    raw = yaml.safe_load((d / "params.yaml").read_text())
+    raw["presets"]["ci"]["grpo"].update({"max_steps": 40, "save_steps": 2, "heldout_every": 20})
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(raw))
+    cmd = [sys.executable, "-m", "flows.train", "--method", "rlvr", "--seed", "7", "--params", str(params)]
+    out_dir = d / "data" / "checkpoints" / "rlvr" / "seed7"
+    log = (tmp_path / "first.log").open("w")
+    proc = subprocess.Popen(cmd, cwd=d, env=env, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 300
+    while time.time() < deadline and not list(out_dir.glob("checkpoint-*/trainer_state.json")):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = sorted(int(p.parent.name.split("-")[1]) for p in out_dir.glob("checkpoint-*/trainer_state.json"))
+    assert done and done[-1] < 40, "killed too late to test a resume"
+    assert not (out_dir / "final").exists() and not (out_dir / "run.json").exists()
+    r = subprocess.run(cmd, cwd=d, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    resumed = int(r.stderr.split("resuming from ")[1].split("checkpoint-")[1].split()[0])
+    assert resumed >= done[-1]  # at most one checkpoint interval lost
+    summary = json.loads((out_dir / "run.json").read_text())
+    assert summary["steps"] == 40 and (out_dir / "final" / "model.safetensors").exists()

@@ -58,3 +58,17 @@ def test_two_grpo_steps_then_resume(micro, method):
     history = grpo.train(d / "base", rows, reward_functions(method, p.reward), more,
                          seed=p.seed, output_dir=out)
     assert [c["step"] for c in curves(history)][-2:] == [3, 4]
+
+
+def test_local_checkpoint_replaces_the_tiny_model(micro, monkeypatch, tmp_path):
+    """`base_model.path` names a local transformers folder: build_base checks it, trains nothing."""
+    from flows import build_base as stage
+
+    p, d, info = micro
+    monkeypatch.setattr(stage.paths, "DATA", tmp_path)
+    p = p.model_copy(update={"base_model": p.base_model.model_copy(update={"path": str(d / "base")})})
+    out = stage.build_base(p)
+    assert out["source"] == str(d / "base") and out["parameters"] == info["parameters"]
+    missing = p.model_copy(update={"base_model": p.base_model.model_copy(update={"path": str(tmp_path / "nope")})})
+    with pytest.raises(FileNotFoundError, match="not a model folder"):
+        stage.build_base(missing)

@@ -116,3 +116,23 @@ def test_gsm8k_malformed_rows_name_file_and_line(tmp_path):
         gsm8k_rows(f, "train")
     with pytest.raises(FileNotFoundError, match="missing.jsonl"):
         gsm8k_rows(tmp_path / "missing.jsonl", "train")
+
+
+def test_prepare_with_external_gsm8k_replaces_arith(tmp_path):
+    from flows.prepare import prepare
+
+    for split, n in (("train", 40), ("test", 5)):
+        write_jsonl(tmp_path / f"g_{split}.jsonl",
+                    [{"question": f"Q{i}?", "answer": f"work\n#### {i}"} for i in range(n)])
+    p = load(preset="ci")
+    ext = p.data.external.model_copy(update={"train": str(tmp_path / "g_train.jsonl"),
+                                             "test": str(tmp_path / "g_test.jsonl"),
+                                             "val_frac": 0.25})
+    p = p.model_copy(update={"data": p.data.model_copy(update={"source": "external", "external": ext})})
+    counts = prepare(p, tmp_path / "prepared")
+    assert (counts["arith_train"], counts["arith_val"], counts["arith_test"]) == (30, 10, 5)
+    rows = read_jsonl(tmp_path / "prepared" / "arith_test.jsonl")
+    assert rows[3]["answer"] == "3" and rows[3]["prompt"] == "Problem: Q3?\nSolution:"
+    train_ids = {r["id"] for r in read_jsonl(tmp_path / "prepared" / "arith_train.jsonl")}
+    val_ids = {r["id"] for r in read_jsonl(tmp_path / "prepared" / "arith_val.jsonl")}
+    assert not train_ids & val_ids
