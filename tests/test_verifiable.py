@@ -50,3 +50,18 @@ def test_random_reward_is_seeded_uniform():
     assert a == b and all(0.0 <= x < 1.0 for x in a)
     assert 0.45 < sum(a) / len(a) < 0.55
     assert RandomReward(seed=4)(prompts=[""] * 5, completions=[""] * 5) != a[:5]
+
+
+def test_golden_fixture_matches_version():
+    """tests/fixtures/rlvr.jsonl changes only together with rewards.verifiable.VERSION."""
+    import json
+    from pathlib import Path
+
+    from rewards import verifiable
+
+    lines = (Path(__file__).parent / "fixtures" / "rlvr.jsonl").read_text().splitlines()
+    header, rows = json.loads(lines[0]), [json.loads(x) for x in lines[1:]]
+    assert header["version"] == verifiable.VERSION
+    got = rlvr_correct(prompts=[""] * len(rows), completions=[r["completion"] for r in rows],
+                       answer=[r["answer"] for r in rows])
+    assert got == [r["reward"] for r in rows]
