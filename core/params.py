@@ -183,6 +183,8 @@ class Params(Strict):
 
 
 def _merge(base: dict, over: dict, where: str = "") -> dict:
+    """Deep-merge a preset over the file; unknown keys are errors. `mix` (SFT family weights)
+    is replaced whole: its keys are data, and a preset that lists two families means two."""
     out = copy.deepcopy(base)
     for key, value in over.items():
         path = f"{where}{key}"
