@@ -35,9 +35,9 @@ def pipeline(methods: list[str] | None = None, force: bool = False, retries: int
         raise ValueError(f"methods {unknown} have no DVC stage; add them to `methods` in params.yaml "
                          f"(known: {params.methods})")
     results = {}
-    task = run_stage.with_options(retries=retries, timeout_seconds=stage_timeout_s)
+    task = run_stage.with_options(retries=retries)
     for stage in stage_order(methods, params.seeds):
-        results[stage] = task(stage, force=force)
+        results[stage] = task(stage, force=force, timeout_s=stage_timeout_s)
     logger.info("pipeline finished: %s", ", ".join(results))
     return results
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from collections import deque
 from pathlib import Path
 
@@ -58,24 +60,48 @@ def stage_outputs(stage: str) -> dict:
     return {k: v for k, v in record.items() if k != "heldout"}
 
 
+def run_command(cmd: list[str], cwd, log, timeout_s: float | None = None) -> tuple[int, list[str], bool]:
+    """Run `cmd`, streaming its output lines to `log`; kill it after `timeout_s` seconds.
+
+    Returns (exit code, last lines, timed out). The kill is ours because Prefect's own task
+    timeout cannot interrupt a thread blocked on a child process (STACK_NOTES).
+    """
+    tail: deque[str] = deque(maxlen=15)
+    with subprocess.Popen(cmd, cwd=cwd, env=_env(), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, start_new_session=True) as proc:
+        timer = threading.Timer(timeout_s, lambda: os.killpg(proc.pid, signal.SIGKILL)) \
+            if timeout_s else None
+        if timer:
+            timer.start()
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                line = line.rstrip()
+                if line:
+                    tail.append(line)
+                    log(line)
+            rc = proc.wait()
+        finally:
+            timed_out = bool(timer) and not timer.is_alive() and proc.returncode == -signal.SIGKILL
+            if timer:
+                timer.cancel()
+    return rc, list(tail), timed_out
+
+
 @task(name="dvc-stage", task_run_name="{stage}", retries=1, retry_delay_seconds=5)
-def run_stage(stage: str, cwd: str | None = None, force: bool = False) -> dict:
-    """Run one DVC stage; raise StageFailed with its last log lines if it fails."""
+def run_stage(stage: str, cwd: str | None = None, force: bool = False,
+              timeout_s: float | None = None) -> dict:
+    """Run one DVC stage; raise StageFailed with its last log lines if it fails or times out."""
     logger = get_run_logger()
     cmd = [dvc_executable(), "repro", "-s", stage] + (["--force"] if force else [])
     logger.info("running %s", " ".join(cmd))
-    tail: deque[str] = deque(maxlen=15)
-    with subprocess.Popen(cmd, cwd=cwd or ROOT, env=_env(), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True) as proc:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            line = line.rstrip()
-            if line:
-                tail.append(line)
-                logger.info(line)
-        rc = proc.wait()
+    rc, tail, timed_out = run_command(cmd, cwd or ROOT, logger.info, timeout_s)
+    if timed_out:
+        msg = f"stage {stage} timed out after {timeout_s:g} s and was killed"
+        logger.error(msg)
+        raise StageFailed(msg)
     if rc != 0:
-        msg = f"stage {stage} failed (exit {rc}): " + " | ".join(list(tail)[-5:])
+        msg = f"stage {stage} failed (exit {rc}): " + " | ".join(tail[-5:])
         logger.error(msg)
         raise StageFailed(msg)
     record = stage_outputs(stage) if cwd is None else {}
