@@ -3,7 +3,7 @@
 For each method, blocks of GRPO steps run on the same base model, data and seed; blocks of the
 methods are interleaved (random, rlvr, random, rlvr, ...) so machine noise hits all of them alike.
 Each block runs in a fresh spawned process, so its peak RSS is its own. Per method it reports the
-median GRPO step time (TRL's `step_time`), the reward time per completion (the method's reward
+median GRPO step wall time (generation, reward, loss and update, timed by a callback), the reward time per completion (the method's reward
 callables, timed around each call), the overhead against `random`, and the peak memory.
 
     python -m benchmarks.reward_overhead --steps 8 --repeats 2 [--preset ci]
@@ -18,6 +18,7 @@ import json
 import multiprocessing as mp
 import platform
 import resource
+import shutil
 import statistics
 import time
 from pathlib import Path
@@ -32,6 +33,25 @@ def _timed(fn, sink: list[float]):
         return out
     wrapper.__name__ = getattr(fn, "__name__", type(fn).__name__)
     return wrapper
+
+
+class _StepTimer:
+    """Wall time of each optimizer step, from `on_step_begin` to `on_step_end`."""
+
+    def __new__(cls):
+        from transformers import TrainerCallback
+
+        class StepTimer(TrainerCallback):
+            def __init__(self):
+                self.times, self._t = [], None
+
+            def on_step_begin(self, args, state, control, **kwargs):
+                self._t = time.perf_counter()
+
+            def on_step_end(self, args, state, control, **kwargs):
+                self.times.append(time.perf_counter() - self._t)
+
+        return StepTimer()
 
 
 def _block(method: str, steps: int, preset: str | None, out_dir: str) -> dict:
@@ -50,10 +70,11 @@ def _block(method: str, steps: int, preset: str | None, out_dir: str) -> dict:
     reward_times: list[float] = []
     funcs = [_timed(f, reward_times) for f in reward_functions(method, params.reward)]
     rows = task_rows(paths.PREPARED, params.grpo.task)
-    history = grpo.train(paths.base_model_dir(params), rows, funcs, g, seed=params.seeds[0],
-                         output_dir=Path(out_dir))
-    step_times = [h["step_time"] for h in history if "step_time" in h]
-    return {"step_times": step_times, "reward_times": reward_times,
+    shutil.rmtree(out_dir, ignore_errors=True)  # a block never resumes an earlier one
+    timer = _StepTimer()
+    grpo.train(paths.base_model_dir(params), rows, funcs, g, seed=params.seeds[0],
+               output_dir=Path(out_dir), callbacks=[timer])
+    return {"step_times": timer.times, "reward_times": reward_times,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
