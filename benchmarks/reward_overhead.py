@@ -14,7 +14,6 @@ Prints a markdown table and writes `data/benchmarks/reward_overhead.json`.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import platform
 import resource
