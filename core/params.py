@@ -91,7 +91,7 @@ class SFT(Strict):
     batch_size: int = Field(ge=1)
     learning_rate: float = Field(gt=0)
     warmup_steps: int = Field(ge=0)
-    mix: dict[Literal["arith", "facts", "genrm"], float]
+    mix: dict[Literal["arith", "facts", "genrm", "evaluator", "rubricator"], float]
 
 
 class BaseModelParams(Strict):
@@ -120,17 +120,117 @@ class GRPO(Strict):
     use_vllm: bool
 
 
-class RlvrReward(Strict):
+TaskName = Literal["arith", "facts", "pairs"]
+
+
+class MethodBase(Strict):
+    """Settings every method has: the task it trains on and its GRPO overrides."""
+
+    # Task the method trains on (null = grpo.task).
+    task: TaskName | None = None
+    # Partial `grpo` section merged over the shared one for this method (e.g. RLME's CISPO).
+    grpo: dict = Field(default_factory=dict)
+
+
+class RlvrReward(MethodBase):
     pass
 
 
-class RandomReward(Strict):
+class RandomReward(MethodBase):
     seed: int
+
+
+class EvaluatorParams(Strict):
+    name: str
+    # live | frozen | a local model directory
+    source: str
+    weight: float = 1.0
+
+
+class QuestionParams(Strict):
+    text: str
+    target: str = "YES"
+    weight: float = 1.0
+
+
+class RlmeReward(MethodBase):
+    evaluators: list[EvaluatorParams] = Field(min_length=1)
+    questions: list[QuestionParams] = Field(min_length=1)
+    template: str
+    # Appended to every target; null = the evaluator's EOS token.
+    end_marker: str | None = None
+    anchor_fraction: float = Field(ge=0, le=1)
+    anchor_seed: int = 0
+    anchor_template: str
+    # Add rlvr as a second component (both standardised within the batch, then summed).
+    hybrid_rlvr: bool = False
+
+
+class RlvrrReward(MethodBase):
+    # ordered (LCS) | direct (keyword presence, the paper's ablation)
+    content_mode: Literal["ordered", "direct"]
+    # Weight of content in mean(content, style); 1.0 = content only.
+    content_weight: float = Field(ge=0, le=1)
+    content_only: bool
+    single_ref: bool
+    cpu_seconds: float = Field(gt=0)
+
+
+class DroReward(MethodBase):
+    # r3 | avg_prob | avg_logprob (paper 003 Table 1 rows)
+    score: Literal["r3", "avg_prob", "avg_logprob"]
+    emphasis: float = Field(ge=0)
+    clip_low: float = Field(ge=0, le=1)
+    clip_high: float = Field(ge=0, le=1)
+    gate: bool
+    min_rollouts: int = Field(ge=1)
+    top_frac: float = Field(gt=0, le=1)
+    min_rubric_frac: float = Field(ge=0, le=1)
+    variance_filter: bool
+    token_frac: float = Field(gt=0, le=1)
+    filter_every: int = Field(ge=1)
+    percentile: float = Field(ge=0, le=100)
+    # Text that starts the final answer; the CoT is everything before its last occurrence.
+    answer_marker: str
+
+
+class RlcerReward(MethodBase):
+    # rlcer | no_evolve | rubric_only | random
+    mode: Literal["rlcer", "no_evolve", "rubric_only", "random"]
+    alpha: float
+    # rule (the tiny world's vocabulary) | a local judge model directory
+    verifier: str
+    rubricator_template: str
+    # Rubricator rollouts per question (each conditioned on a different reasoner CoT).
+    rubricator_rollouts: int = Field(ge=1)
+    max_rubric_tokens: int = Field(ge=8)
+    seed: int = 0
+
+
+class RationaleReward(MethodBase):
+    # outcome (genrm_outcome) | hybrid (AP x outcome) | ap_only (the hacking mode)
+    mode: Literal["outcome", "hybrid", "ap_only"]
+    # lexical | embedding | llm
+    matcher: Literal["lexical", "embedding", "llm"]
+    top_k: int = Field(ge=1)
 
 
 class Reward(Strict):
     rlvr: RlvrReward
     random: RandomReward
+    rlme: RlmeReward
+    rlvrr: RlvrrReward
+    dro: DroReward
+    rlcer: RlcerReward
+    rationale: RationaleReward
+
+
+class Variant(Strict):
+    """A named run of a method with overrides (`rlme_frozen`, `r3_gate`, ...)."""
+
+    method: Literal["rlvr", "random", "rlme", "rlvrr", "dro", "rlcer", "rationale"]
+    # Partial `reward.<method>` section merged over the method's settings.
+    reward: dict = Field(default_factory=dict)
 
 
 class Collapse(Strict):
@@ -178,8 +278,39 @@ class Params(Strict):
     grpo: GRPO
     collapse: Collapse
     reward: Reward
+    variants: dict[str, Variant]
     eval: Eval
     presets: dict[str, dict]
+
+    def method_config(self, name: str) -> tuple[str, MethodBase]:
+        """(method family, its settings) of a method or variant name, overrides merged."""
+        families = type(self.reward).model_fields
+        if name in families:
+            return name, getattr(self.reward, name)
+        if name not in self.variants:
+            known = sorted(set(families) | set(self.variants))
+            raise ParamsError(f"unknown method {name!r}; known methods: {', '.join(known)}")
+        v = self.variants[name]
+        base = getattr(self.reward, v.method)
+        over = dict(v.reward)
+        grpo = {**base.grpo, **over.pop("grpo", {})}  # grpo overrides add up
+        raw = _merge(base.model_dump(), over, f"variants.{name}.reward.")
+        raw["grpo"] = grpo
+        try:
+            return v.method, type(base).model_validate(raw)
+        except ValidationError as e:
+            raise ParamsError(_format(e, f"variants.{name}.reward")) from None
+
+    def method_grpo(self, name: str) -> "GRPO":
+        """`grpo` with the method's task and overrides applied."""
+        _, cfg = self.method_config(name)
+        raw = _merge(self.grpo.model_dump(), cfg.grpo, f"reward.{name}.grpo.")
+        if cfg.task:
+            raw["task"] = cfg.task
+        try:
+            return GRPO.model_validate(raw)
+        except ValidationError as e:
+            raise ParamsError(_format(e, f"reward.{name}.grpo")) from None
 
 
 def _merge(base: dict, over: dict, where: str = "") -> dict:
@@ -218,9 +349,12 @@ def validate(raw: dict, source: str = "params.yaml", preset: str | None = None) 
         raw = _merge(raw, presets[name])
         raw["preset"] = name
     try:
-        return Params.model_validate(raw)
+        params = Params.model_validate(raw)
     except ValidationError as e:
         raise ParamsError(_format(e, source)) from None
+    for name in [*params.methods, *params.variants]:
+        params.method_grpo(name)  # an unknown method or a bad override fails here, named
+    return params
 
 
 def load(path: str | Path | None = None, preset: str | None = None) -> Params:

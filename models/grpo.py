@@ -46,11 +46,14 @@ def last_checkpoint(output_dir: Path) -> Path | None:
     return max(done, key=lambda p: int(p.name.split("-")[-1]), default=None)
 
 
-def train(policy_path: Path, rows: list[dict], reward_funcs: list[Callable], g, *, seed: int,
-          output_dir: Path, callbacks: Sequence = (), report_to: Sequence[str] = (),
-          run_name: str | None = None) -> list[dict]:
+def train(policy_path: Path, rows: list[dict], plan, g, *, seed: int, output_dir: Path,
+          callbacks: Sequence = (), report_to: Sequence[str] = (), run_name: str | None = None,
+          model=None, tokenizer=None) -> list[dict]:
     """Run GRPO from `policy_path` on `rows` (each with a `prompt`); returns TRL's log history.
 
+    `plan` is a `rewards.MethodPlan` (a plain list of reward functions is accepted too): its
+    reward functions, and its `GRPOTrainer` subclass when the method changes the step itself.
+    `model`/`tokenizer` reuse an already loaded policy (the one a method's builder saw).
     The final weights and tokenizer are saved to `<output_dir>/final`. Reward callables that
     declare a `trainer` attribute (e.g. RLME's live evaluator) get the trainer after construction.
     """
@@ -59,15 +62,22 @@ def train(policy_path: Path, rows: list[dict], reward_funcs: list[Callable], g, 
     from trl import GRPOTrainer
 
     from models.policy import load_policy
+    from rewards import MethodPlan
 
+    if not isinstance(plan, MethodPlan):
+        plan = MethodPlan(list(plan))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.manual_seed(seed)
-    model, tokenizer = load_policy(policy_path, for_training=True)
+    if model is None or tokenizer is None:
+        model, tokenizer = load_policy(policy_path, for_training=True)
     args = grpo_config(g, seed=seed, output_dir=output_dir, report_to=report_to, run_name=run_name)
-    trainer = GRPOTrainer(model=model, reward_funcs=list(reward_funcs), args=args,
+    if plan.reward_weights is not None:
+        args.reward_weights = list(plan.reward_weights)
+    trainer_cls = plan.trainer_cls or GRPOTrainer
+    trainer = trainer_cls(model=model, reward_funcs=list(plan.reward_funcs), args=args,
                           train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
-                          callbacks=list(callbacks))
-    for f in reward_funcs:
+                          callbacks=list(callbacks), **plan.trainer_kwargs)
+    for f in [*plan.reward_funcs, *plan.loggers]:
         if hasattr(f, "trainer"):
             f.trainer = trainer
     resume = last_checkpoint(output_dir)

@@ -1,14 +1,22 @@
 """Reward methods (SPEC 1-6): one module per method, pure scoring first.
 
-`METHODS` is the registry: a dict literal from method name to a builder returning the method's TRL
-reward functions. The method name is the same string in params.yaml, DVC stages and MLflow tags.
+`METHODS` is the registry: a dict literal from method name to where its builder lives. A builder
+takes a `MethodContext` (the resolved settings, the base policy and tokenizer, the task rows) and
+returns a `MethodPlan`: the TRL reward functions plus, for methods that change the optimisation
+step itself (DRO's gates, RLCER's two roles), a `GRPOTrainer` subclass. The method name is the
+same string in params.yaml, DVC stages and MLflow tags; variants (`rlme_frozen`, `r3_gate`, ...)
+are named runs of a method with overrides (`params.variants`).
+
+Builders are imported lazily (`"module:function"`), so listing the methods imports no torch.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
-
-from rewards import baselines, verifiable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 
 class UnknownMethodError(KeyError):
@@ -16,32 +24,71 @@ class UnknownMethodError(KeyError):
         return self.args[0]
 
 
-def _rlvr(cfg) -> list[Callable]:
-    return [verifiable.rlvr_correct]
+@dataclass
+class MethodContext:
+    """What a builder may use. `policy` is the base model as loaded for training (step 0)."""
+
+    name: str          # method or variant name (run name, MLflow tag)
+    family: str        # the method it is a run of
+    cfg: Any           # params.reward.<family> with the variant's overrides merged
+    grpo: Any          # params.grpo with the method's task and overrides merged
+    params: Any
+    seed: int
+    policy: Any = None
+    tokenizer: Any = None
+    prepared: Path | None = None
+    components: Path | None = None
 
 
-def _random(cfg) -> list[Callable]:
-    return [baselines.RandomReward(seed=cfg.seed)]
+@dataclass
+class MethodPlan:
+    """What GRPO training needs from a method."""
+
+    reward_funcs: list[Callable]
+    trainer_cls: type | None = None          # None = trl.GRPOTrainer
+    trainer_kwargs: dict = field(default_factory=dict)
+    reward_weights: list[float] | None = None
+    # Extra objects with a `metrics() -> dict` logged at every logging step (e.g. gate rates).
+    loggers: list[Any] = field(default_factory=list)
 
 
-# name -> (builder(reward_cfg) -> reward functions, module holding the VERSION)
-METHODS: dict[str, tuple[Callable, object]] = {
-    "rlvr": (_rlvr, verifiable),
-    "random": (_random, baselines),
+def _rlvr(ctx: MethodContext) -> MethodPlan:
+    from rewards import verifiable
+    return MethodPlan([verifiable.rlvr_correct])
+
+
+def _random(ctx: MethodContext) -> MethodPlan:
+    from rewards import baselines
+    return MethodPlan([baselines.RandomReward(seed=ctx.cfg.seed)])
+
+
+# name -> (builder: a callable or "module:function", module holding the reward VERSION)
+METHODS: dict[str, tuple[Callable | str, str]] = {
+    "rlvr": (_rlvr, "rewards.verifiable"),
+    "random": (_random, "rewards.baselines"),
+    "rlme": ("rewards.meta_eval:build", "rewards.meta_eval"),
+    "rlvrr": ("rewards.rlvrr:build", "rewards.rlvrr"),
+    "dro": ("models.dro_trainer:build", "rewards.reflection"),
+    "rlcer": ("models.rlcer_trainer:build", "rewards.evolving_rubrics"),
+    "rationale": ("rewards.genrm:build", "rewards.rationale"),
 }
 
 
-def get_method(name: str) -> tuple[Callable, object]:
+def get_method(name: str) -> tuple[Callable, str]:
     if name not in METHODS:
         raise UnknownMethodError(f"unknown method {name!r}; known methods: {', '.join(sorted(METHODS))}")
-    return METHODS[name]
+    builder, version_module = METHODS[name]
+    if isinstance(builder, str):
+        module, _, fn = builder.partition(":")
+        builder = getattr(importlib.import_module(module), fn)
+    return builder, version_module
 
 
-def reward_functions(name: str, reward_cfg) -> list[Callable]:
-    """The TRL reward callables of method `name`, configured from `params.reward.<name>`."""
-    builder, _ = get_method(name)
-    return builder(getattr(reward_cfg, name))
+def build_plan(ctx: MethodContext) -> MethodPlan:
+    """The method's plan; `ctx.family` picks the builder."""
+    builder, _ = get_method(ctx.family)
+    return builder(ctx)
 
 
-def reward_version(name: str) -> str:
-    return get_method(name)[1].VERSION
+def reward_version(family: str) -> str:
+    return importlib.import_module(get_method(family)[1]).VERSION
