@@ -58,21 +58,24 @@ def _block(method: str, steps: int, preset: str | None, out_dir: str) -> dict:
     from core import paths
     from core.cli import quiet_libraries
     from core.params import load
-    from flows.train import task_rows
+    from flows.train import make_plan, task_rows
     from models import grpo
-    from rewards import reward_functions
+    from models.policy import load_policy
 
     quiet_libraries()
     params = load(preset=preset)
-    g = params.grpo.model_copy(update={"max_steps": steps, "logging_steps": 1,
-                                       "save_steps": steps * 10})
+    g = params.method_grpo(method).model_copy(update={"max_steps": steps, "logging_steps": 1,
+                                                      "save_steps": steps * 10})
     reward_times: list[float] = []
-    funcs = [_timed(f, reward_times) for f in reward_functions(method, params.reward)]
-    rows = task_rows(paths.PREPARED, params.grpo.task)
+    base = paths.base_model_dir(params)
+    model, tokenizer = load_policy(base, for_training=True)
+    plan = make_plan(params, method, params.seeds[0], model, tokenizer)
+    plan.reward_funcs = [_timed(f, reward_times) for f in plan.reward_funcs]
+    rows = task_rows(paths.PREPARED, g.task)
     shutil.rmtree(out_dir, ignore_errors=True)  # a block never resumes an earlier one
     timer = _StepTimer()
-    grpo.train(paths.base_model_dir(params), rows, funcs, g, seed=params.seeds[0],
-               output_dir=Path(out_dir), callbacks=[timer])
+    grpo.train(base, rows, plan, g, seed=params.seeds[0], output_dir=Path(out_dir),
+               callbacks=[timer], model=model, tokenizer=tokenizer)
     return {"step_times": timer.times, "reward_times": reward_times,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 

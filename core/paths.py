@@ -9,6 +9,7 @@ from core.params import ROOT
 DATA = ROOT / "data"
 PREPARED = DATA / "prepared"
 BASE_MODEL = DATA / "base_model"
+COMPONENTS = DATA / "components"
 REPORTS = ROOT / "reports"
 
 

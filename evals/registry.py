@@ -24,11 +24,12 @@ import numpy as np
 from core.io import DataError, read_jsonl
 from evals.external import gsm8k_rows, ifeval_rows, math_rows, score_ifeval, score_math
 from evals.metrics import answer_metrics
+from evals.pairs import helpsteer3_rows, score_pairs
 from rewards.verifiable import rlvr_score
 from world.facts import coverage, style_ok
 
 # Bumped whenever a scorer, loader or pooled metric changes meaning (lm-eval's task version).
-VERSION = "2"
+VERSION = "3"
 
 Scorer = Callable[[dict, list[str], str], dict]
 
@@ -73,10 +74,14 @@ BENCHMARKS: dict[str, Benchmark | ExternalBenchmark] = {
     "arith": Benchmark("arith", score_arith, "pass@1"),
     "arith_cf": Benchmark("arith_cf", score_cheat, "cheat_rate"),
     "facts": Benchmark("facts", score_facts, "coverage"),
+    # GenRM judgements (SPEC 6, paper 001): outcome accuracy, rationale consistency of the top 5.
+    "pairs": Benchmark("pairs", score_pairs, "outcome_acc"),
     # GSM8K rows load into the arith schema, so the arith scorer applies unchanged.
     "gsm8k": ExternalBenchmark(gsm8k_rows, score_arith, "pass@1"),
     "math": ExternalBenchmark(math_rows, score_math, "pass@1"),
     "ifeval": ExternalBenchmark(ifeval_rows, score_ifeval, "prompt_level_strict_acc"),
+    # HelpSteer3-style rows (context, two responses, atomic checklist) load into the pairs schema.
+    "helpsteer3": ExternalBenchmark(helpsteer3_rows, score_pairs, "outcome_acc"),
 }
 
 

@@ -15,26 +15,38 @@ from core import paths
 from core.cli import parser, run_main
 from core.io import read_json, write_json
 from core.params import Params, load
-from rewards import get_method
 
 
 def evaluate(params: Params, name: str, seed: int | None = None) -> dict:
     """Benchmarks for `name` (a method trained with `seed`, or `base`)."""
     import mlflow
 
+    from evals.registry import load_rows
+    from evals.self_eval import self_eval_auroc
     from evals.suite import evaluate_policy
     from models.policy import load_policy
     from tasks import tracking
 
+    benchmarks = list(params.eval.benchmarks)
     if name == "base":
         seed = None
     else:
-        get_method(name)
+        task = params.method_grpo(name).task  # unknown names fail here, listing the known ones
         seed = params.seeds[0] if seed is None else seed
+        if task not in benchmarks:  # a method is always scored on the task it trained on
+            benchmarks.append(task)
     start = time.time()
     model, tokenizer = load_policy(paths.policy_dir(params, name, seed))
-    metrics = evaluate_policy(model, tokenizer, paths.PREPARED, params.eval.benchmarks,
+    metrics = evaluate_policy(model, tokenizer, paths.PREPARED, benchmarks,
                               params.eval, params.seed if seed is None else seed)
+    if "arith" in benchmarks:  # can the policy judge its own arith solutions? (RLME's signal)
+        family, cfg = params.method_config(name) if name != "base" else ("rlme", params.reward.rlme)
+        rows = load_rows(paths.PREPARED, "arith", "val", params.eval.n_test)
+        metrics.update(self_eval_auroc(
+            model, tokenizer, rows, cfg if family == "rlme" else params.reward.rlme,
+            k=params.eval.heldout_k, temperature=params.eval.temperature,
+            max_new_tokens=params.eval.max_new_tokens, batch_size=params.eval.batch_size,
+            seed=params.seed if seed is None else seed))
     metrics["eval_seconds"] = round(time.time() - start, 1)
     write_json(paths.eval_dir(name, seed) / "metrics.json", metrics)
     tracking.setup()

@@ -21,7 +21,7 @@ from core.params import Params, load
 from synthesis import stats_path, synthesize, write_components
 from synthesis.config import SynthesizeConfig
 
-COMPONENTS = paths.DATA / "components"
+COMPONENTS = paths.COMPONENTS
 TASK = "facts"
 SPLITS = ("train", "val")
 

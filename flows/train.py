@@ -21,7 +21,7 @@ from core import paths
 from core.cli import parser, run_main
 from core.io import read_jsonl, write_json
 from core.params import Params, load
-from rewards import get_method, reward_functions, reward_version
+from rewards import MethodContext, build_plan, reward_version
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +36,9 @@ def task_rows(prepared: Path, task: str, split: str = "train") -> list[dict]:
 
 
 def config_hash(params: Params, method: str, seed: int) -> str:
-    relevant = {"seed": seed, "grpo": params.grpo.model_dump(),
-                "reward": getattr(params.reward, method).model_dump(),
+    family, cfg = params.method_config(method)
+    relevant = {"seed": seed, "grpo": params.method_grpo(method).model_dump(),
+                "family": family, "reward": cfg.model_dump(),
                 "base": str(paths.base_model_dir(params))}
     return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -54,6 +55,10 @@ def _prepare_output(out: Path, digest: str) -> None:
     stamp.write_text(digest)
 
 
+# Prefixes of the metrics a method's trainer logs itself (DRO gates, RLCER roles, ...).
+_METHOD_LOGS = ("dro", "rlcer", "rlme", "rlvrr", "genrm")
+
+
 def curves(history: list[dict]) -> list[dict]:
     """Per-step training curve rows from TRL's log history (for dvc plots and the report)."""
     keys = {"reward": "reward", "reward_std": "reward_std", "entropy": "entropy",
@@ -61,29 +66,42 @@ def curves(history: list[dict]) -> list[dict]:
     rows = []
     for h in history:
         if "reward" in h and "step" in h:
-            rows.append({"step": h["step"], **{k: h[v] for k, v in keys.items() if v in h}})
+            extra = {k: v for k, v in h.items() if k.split("/")[0] in _METHOD_LOGS}
+            rows.append({"step": h["step"], **{k: h[v] for k, v in keys.items() if v in h}, **extra})
     return rows
+
+
+def make_plan(params: Params, method: str, seed: int, model, tokenizer, *,
+              prepared: Path | None = None, components: Path | None = None):
+    """The `MethodPlan` of a method or variant for the policy `model` (reward functions, trainer)."""
+    family, cfg = params.method_config(method)
+    ctx = MethodContext(name=method, family=family, cfg=cfg, grpo=params.method_grpo(method),
+                        params=params, seed=seed, policy=model, tokenizer=tokenizer,
+                        prepared=prepared or paths.PREPARED,
+                        components=components or paths.COMPONENTS)
+    return build_plan(ctx)
 
 
 def train(params: Params, method: str, seed: int) -> dict:
     """Train `method`; returns a summary (final train reward, held-out history, run id)."""
     from evals.suite import evaluate_policy
     from models import grpo
-    from models.callbacks import HeldoutCallback
+    from models.callbacks import HeldoutCallback, MetricsCallback
     from models.policy import load_policy
     from tasks import tracking
 
-    get_method(method)  # unknown names fail here, listing the known ones
-    funcs = reward_functions(method, params.reward)
+    family, cfg = params.method_config(method)  # unknown names fail here, listing the known ones
+    g = params.method_grpo(method)
     prepared, base = paths.PREPARED, paths.base_model_dir(params)
-    rows = task_rows(prepared, params.grpo.task)
+    rows = task_rows(prepared, g.task)
     out = paths.checkpoint_dir(method, seed)
     digest = config_hash(params, method, seed)
     _prepare_output(out, digest)
-    _, tokenizer = load_policy(base)
+    model, tokenizer = load_policy(base, for_training=True)
+    plan = make_plan(params, method, seed, model, tokenizer)  # a bad evaluator path fails here
 
     def heldout(model) -> dict:
-        return evaluate_policy(model, tokenizer, prepared, [params.grpo.task], params.eval,
+        return evaluate_policy(model, tokenizer, prepared, [g.task], params.eval,
                                seed, split="val", n=None, k=params.eval.heldout_k,
                                greedy=False)
 
@@ -96,20 +114,22 @@ def train(params: Params, method: str, seed: int) -> dict:
     from evals.suite import BENCHMARKS
     from models.collapse import CollapseConfig, CollapseMonitor
 
-    headline = f"{params.grpo.task}/{BENCHMARKS[params.grpo.task][2]}"
+    headline = f"{g.task}/{BENCHMARKS[g.task][2]}"
     monitor = CollapseMonitor(CollapseConfig(**params.collapse.model_dump()))
-    callback = HeldoutCallback(heldout, params.grpo.heldout_every, headline, monitor,
+    callback = HeldoutCallback(heldout, g.heldout_every, headline, monitor,
                                best_dir=out / "best", tokenizer=tokenizer, sink=sink,
                                on_event=on_event)
-    tags = {"reward_method": method, "reward_version": reward_version(method),
+    tags = {"reward_method": method, "method_family": family, "task": g.task,
+            "reward_version": reward_version(family),
             "seed": str(seed), "git_commit": tracking.git_commit(),
             "data_hash": tracking.data_hash(prepared), "config_hash": digest,
             "preset": params.preset or "default", "stage": "train"}
     logged = params.model_dump(exclude={"presets"})
     with tracking.run(f"{method}-seed{seed}", tags, {"lab": logged}) as run:
-        history = grpo.train(base, rows, funcs, params.grpo, seed=seed, output_dir=out,
-                             callbacks=[callback], report_to=["mlflow"],
-                             run_name=f"{method}-seed{seed}")
+        history = grpo.train(base, rows, plan, g, seed=seed, output_dir=out,
+                             callbacks=[callback, MetricsCallback(plan.loggers, tracking.log_metrics)],
+                             report_to=["mlflow"], run_name=f"{method}-seed{seed}",
+                             model=model, tokenizer=tokenizer)
         tracking.log_model_pointer(out / "final")
         tracking.set_tags({"collapsed": str(bool(monitor.events)).lower(),
                            "best_step": str(monitor.best_step)})

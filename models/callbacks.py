@@ -91,3 +91,18 @@ class HeldoutCallback(TrainerCallback):
     def on_train_end(self, args, state, control, model=None, **kwargs):
         if model is not None and state.global_step != self._last_step:
             self._run(model, state, control)
+
+
+class MetricsCallback(TrainerCallback):
+    """At every logging step, log the metrics of a method's own objects (`metrics() -> dict`):
+    RLME's per-question probabilities, RLVRR's content/style parts, the GenRM's malformed rate."""
+
+    def __init__(self, loggers, sink: Callable[[dict, int], None]):
+        self.loggers, self.sink = list(loggers), sink
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        metrics = {}
+        for obj in self.loggers:
+            metrics.update({k: v for k, v in obj.metrics().items() if math.isfinite(v)})
+        if metrics:
+            self.sink(metrics, state.global_step)

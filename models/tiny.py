@@ -67,6 +67,8 @@ SFT_FAMILIES: dict[str, tuple[str, Callable[[dict], tuple[str, str]]]] = {
     "arith": ("arith", lambda r: (r["prompt"], r["demonstration"])),
     "facts": ("facts", lambda r: (r["prompt"], r["demonstration"])),
     "genrm": ("pairs", lambda r: (r["prompt"], r["demonstration"])),
+    "evaluator": ("evaluator", lambda r: (r["prompt"], r["demonstration"])),
+    "rubricator": ("rubricator", lambda r: (r["prompt"], r["demonstration"])),
 }
 
 
@@ -125,6 +127,7 @@ def train_base(prepared: Path, out_dir: Path, cfg, seed: int, work_dir: Path) ->
         use_cpu=True, bf16=False, fp16=False, seed=seed, data_seed=seed,
         max_length=cfg.arch.max_positions, completion_only_loss=True,
         dataloader_num_workers=0, disable_tqdm=True, gradient_checkpointing=False,
+        train_sampling_strategy="group_by_length",  # mixed lengths: far less padding
     )
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows),
                          processing_class=tokenizer)

@@ -47,6 +47,7 @@ __all__ = [
     "parse_rubrics",
     "parse_steps",
     "reasoner_reward",
+    "rubric_correlations",
     "rubricator_reward",
     "rule_verifier",
     "valid_rubrics",
@@ -154,6 +155,33 @@ def parse_rubrics(text: str) -> list[Rubric] | None:
     return None
 
 
+def rubric_correlations(V: object, z: object) -> np.ndarray:
+    """Pearson corr(v_k, z) of each rubric over one question's N rollouts (paper 004 Eq. 7).
+
+    NaN where the correlation is undefined (std(v_k) = 0 or std(z) = 0); computed without dividing
+    by zero, so constant rows raise no warnings. Used by :func:`valid_rubrics` and for the paper's
+    Fig. 6a curve (mean correlation of the proposed rubrics).
+
+    >>> rubric_correlations([[1, 1, 0, 0], [1, 0, 1, 0], [1, 1, 1, 1]], [1, 1, 0, 0]).tolist()
+    [1.0, 0.0, nan]
+    """
+    outcome = np.asarray(z, dtype=float).reshape(-1)
+    N = outcome.size
+    matrix = np.asarray(V, dtype=float)
+    if matrix.size == 0:
+        return np.zeros(matrix.shape[0] if matrix.ndim == 2 else 0)
+    if matrix.ndim != 2 or matrix.shape[1] != N:
+        raise ValueError(f"V must be [K, N] with N = len(z) = {N}, got shape {matrix.shape}")
+    v_dev = matrix - matrix.mean(axis=1, keepdims=True)
+    z_dev = outcome - outcome.mean()
+    v_std = np.sqrt((v_dev**2).mean(axis=1))
+    z_std = float(np.sqrt((z_dev**2).mean()))
+    eps = 1e-12
+    ok = (v_std > eps) & (z_std > eps)
+    cov = (v_dev * z_dev).mean(axis=1)
+    return np.where(ok, cov / np.where(ok, v_std * z_std, 1.0), np.nan)
+
+
 def valid_rubrics(V: object, z: object, alpha: float = 0.2) -> np.ndarray:
     """Which pooled rubrics are valid for one question (paper 004 §4.3, Eq. 7).
 
@@ -167,24 +195,8 @@ def valid_rubrics(V: object, z: object, alpha: float = 0.2) -> np.ndarray:
     >>> valid_rubrics([[1, 1, 0, 0], [1, 0, 1, 0], [1, 1, 1, 1], [0, 0, 1, 1]], [1, 1, 0, 0]).tolist()
     [True, False, False, False]
     """
-    outcome = np.asarray(z, dtype=float).reshape(-1)
-    N = outcome.size
-    matrix = np.asarray(V, dtype=float)
-    if matrix.size == 0:
-        return np.zeros(matrix.shape[0] if matrix.ndim == 2 else 0, dtype=bool)
-    if matrix.ndim != 2 or matrix.shape[1] != N:
-        raise ValueError(f"V must be [K, N] with N = len(z) = {N}, got shape {matrix.shape}")
-    v_dev = matrix - matrix.mean(axis=1, keepdims=True)
-    z_dev = outcome - outcome.mean()
-    v_std = np.sqrt((v_dev**2).mean(axis=1))
-    z_std = float(np.sqrt((z_dev**2).mean()))
-    eps = 1e-12
-    if z_std <= eps:
-        return np.zeros(matrix.shape[0], dtype=bool)
-    cov = (v_dev * z_dev).mean(axis=1)
-    ok = v_std > eps
-    corr = np.where(ok, cov / np.where(ok, v_std, 1.0) / z_std, -np.inf)
-    return ok & (corr > alpha)
+    corr = rubric_correlations(V, z)
+    return np.nan_to_num(corr, nan=-np.inf) > alpha
 
 
 def cot_rewards(V: object, points: object, valid: object) -> np.ndarray:

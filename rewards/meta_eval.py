@@ -511,3 +511,71 @@ class MetaEvalReward:
             lp, [q.weight for q in self.questions], [ev.weight for ev in self.evaluators]
         )
         return [float(r) for r in rewards]
+
+    def metrics(self) -> dict[str, float]:
+        """Mean log-probability and P(target) of the last batch per (evaluator, question)."""
+        if self.last_logprobs is None:
+            return {}
+        out = {}
+        for j, ev in enumerate(self.evaluators):
+            for k in range(len(self.questions)):
+                lp = self.last_logprobs[j, k]
+                out[f"rlme/{ev.name}_q{k}_logprob"] = float(np.mean(lp))
+                out[f"rlme/{ev.name}_q{k}_prob"] = float(np.mean(np.exp(lp)))
+        return out
+
+
+class HybridReward:
+    """Sum of batch-standardised components (paper 000 §4.9: ``rlvr+rlme``; SPEC 2).
+
+    ``components`` maps a name to a TRL reward callable; each is called on the same batch, its
+    rewards standardised within the batch (``standardize``), and the results summed. The raw
+    components of the last batch are kept in ``last`` for logging.
+    """
+
+    def __init__(self, components: Mapping[str, Callable[..., Sequence[float | None]]]) -> None:
+        if not components:
+            raise ValueError("HybridReward needs at least one component")
+        self.__name__ = "hybrid_" + "_".join(components)
+        self.components = dict(components)
+        self.last: dict[str, np.ndarray] = {}
+
+    @property
+    def trainer(self) -> Any:
+        return None
+
+    @trainer.setter
+    def trainer(self, trainer: Any) -> None:
+        for fn in self.components.values():
+            if hasattr(fn, "trainer"):
+                fn.trainer = trainer
+
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float]:
+        raw = {name: np.array([np.nan if r is None else r for r in fn(prompts=prompts, completions=completions, **kwargs)],
+                              dtype=float)
+               for name, fn in self.components.items()}
+        self.last = raw
+        return [float(r) for r in np.nan_to_num(hybrid_rewards(raw), nan=0.0)]
+
+    def metrics(self) -> dict[str, float]:
+        return {f"hybrid/{name}": float(np.nanmean(v)) for name, v in self.last.items() if v.size}
+
+
+def build(ctx: Any):
+    """The RLME plan from ``params.reward.rlme`` (a `rewards.MethodContext`): the meta-evaluation
+    reward, or the hybrid with the verifiable reward when ``hybrid_rlvr`` is set."""
+    from rewards import MethodPlan
+    from rewards.verifiable import rlvr_correct
+
+    cfg = ctx.cfg
+    reward = MetaEvalReward(
+        [Evaluator(e.name, e.source, e.weight) for e in cfg.evaluators],
+        [MetaQuestion(q.text, q.target, q.weight) for q in cfg.questions],
+        cfg.template, policy=ctx.policy, tokenizer=ctx.tokenizer, end_marker=cfg.end_marker,
+        anchor_fraction=cfg.anchor_fraction, anchor_seed=cfg.anchor_seed,
+        anchor_template=cfg.anchor_template,
+    )
+    if cfg.hybrid_rlvr:
+        hybrid = HybridReward({"rlvr": rlvr_correct, "rlme": reward})
+        return MethodPlan([hybrid], loggers=[hybrid, reward])
+    return MethodPlan([reward], loggers=[reward])

@@ -218,3 +218,19 @@ class RlvrrReward:
     def close(self) -> None:
         """Stop the sandbox worker (a later call starts a new one)."""
         self.sandbox.close()
+
+
+def build(ctx: Any):
+    """The RLVRR plan (a `rewards.MethodContext`): components of the task's train and val splits."""
+    from rewards import MethodPlan
+
+    cfg, task = ctx.cfg, ctx.grpo.task
+    files = [ctx.components / f"{task}_{split}.jsonl" for split in ("train", "val")]
+    missing = [str(f) for f in files if not f.exists()]
+    if missing:
+        raise FileNotFoundError(f"rlvrr needs the synthesis stage's components: missing {', '.join(missing)} "
+                                f"(run `dvc repro synthesize`)")
+    reward = RlvrrReward(files, mode=cfg.content_mode, single_ref=cfg.single_ref,
+                         content_only=cfg.content_only, content_weight=cfg.content_weight,
+                         tokenizer=ctx.tokenizer, cpu_seconds=cfg.cpu_seconds)
+    return MethodPlan([reward], loggers=[reward])

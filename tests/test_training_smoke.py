@@ -5,8 +5,7 @@ import json
 import pytest
 
 from core.params import load
-from flows.train import curves, task_rows
-from rewards import reward_functions
+from flows.train import curves, make_plan, task_rows
 from world import generate_world
 
 pytestmark = pytest.mark.slow
@@ -43,7 +42,7 @@ def test_two_grpo_steps_then_resume(micro, method):
     p, d, _ = micro
     rows = task_rows(d / "prepared", "arith")
     out = d / f"ckpt-{method}"
-    history = grpo.train(d / "base", rows, reward_functions(method, p.reward), p.grpo,
+    history = grpo.train(d / "base", rows, make_plan(p, method, p.seed, None, None), p.grpo,
                          seed=p.seed, output_dir=out)
     curve = curves(history)
     assert [c["step"] for c in curve] == [1, 2]
@@ -55,9 +54,42 @@ def test_two_grpo_steps_then_resume(micro, method):
     assert (out / "checkpoint-2" / "optimizer.pt").exists() and list((out / "checkpoint-2").glob("rng_state*"))
     # Two more steps resume from checkpoint-2 instead of starting over.
     more = p.grpo.model_copy(update={"max_steps": 4})
-    history = grpo.train(d / "base", rows, reward_functions(method, p.reward), more,
+    history = grpo.train(d / "base", rows, make_plan(p, method, p.seed, None, None), more,
                          seed=p.seed, output_dir=out)
     assert [c["step"] for c in curves(history)][-2:] == [3, 4]
+
+
+@pytest.mark.parametrize("method", ["rlme_ensemble", "rlvr_rlme", "rlme_gt10"])
+def test_rlme_variants_train_two_steps(micro, method):
+    """Live + frozen evaluators, the hybrid and anchoring run inside TRL's loop."""
+    from models import grpo
+    from models.policy import load_policy
+
+    p, d, _ = micro
+    model, tok = load_policy(d / "base", for_training=True)
+    plan = make_plan(p, method, p.seed, model, tok, prepared=d / "prepared")
+    g = p.method_grpo(method)
+    assert g.loss_type == "cispo" and g.scale_rewards == "none"
+    history = grpo.train(d / "base", task_rows(d / "prepared", "arith"), plan, g, seed=p.seed,
+                         output_dir=d / f"ckpt-{method}", model=model, tokenizer=tok)
+    curve = curves(history)
+    assert [c["step"] for c in curve] == [1, 2]
+    reward = plan.loggers[-1]  # the MetaEvalReward
+    lp = reward.last_logprobs
+    assert lp.shape[0] == len(reward.evaluators) and (lp <= 0).all()
+    assert any(k.endswith("_prob") for k in reward.metrics())
+
+
+def test_missing_evaluator_path_fails_before_training(micro, tmp_path):
+    p, d, _ = micro
+    raw = p.model_dump()
+    raw["variants"]["rlme_frozen"]["reward"]["evaluators"] = [
+        {"name": "judge", "source": str(tmp_path / "no-such-model"), "weight": 1.0}]
+    from core.params import validate
+
+    bad = validate(raw)
+    with pytest.raises(FileNotFoundError, match="no-such-model.*does not exist"):
+        make_plan(bad, "rlme_frozen", 0, None, None, prepared=d / "prepared")
 
 
 def test_local_checkpoint_replaces_the_tiny_model(micro, monkeypatch, tmp_path):

@@ -11,9 +11,9 @@ import random
 from pathlib import Path
 
 from core.io import write_jsonl
-from world import arith, facts, pairs
+from world import arith, facts, pairs, roles
 
-FAMILIES = ("arith", "arith_cf", "facts", "pairs")
+FAMILIES = ("arith", "arith_cf", "facts", "pairs", "evaluator", "rubricator")
 
 
 def _rng(seed: int, family: str, split: str) -> random.Random:
@@ -41,9 +41,15 @@ def generate_world(cfg, out_dir: str | Path) -> dict[str, int]:
     for split, n in (("train", p.n_train), ("val", p.n_val), ("test", p.n_test)):
         jobs[("pairs", split)] = lambda r, s=split, n=n: pairs.generate(
             r, n, s, min_ops=a.min_ops, max_ops=a.max_ops, max_value=a.max_value)
-    counts = {}
+    made = {}
     for (family, split), make in jobs.items():
-        rows = make(_rng(cfg.seed, family, split))
+        made[(family, split)] = make(_rng(cfg.seed, family, split))
+    # Role families (SFT only): one example per arith train problem.
+    for family, make in (("evaluator", roles.evaluator_row), ("rubricator", roles.rubricator_row)):
+        made[(family, "train")] = roles.generate(_rng(cfg.seed, family, "train"),
+                                                 made[("arith", "train")], make)
+    counts = {}
+    for (family, split), rows in made.items():
         write_jsonl(out_dir / f"{family}_{split}.jsonl", rows)
         counts[f"{family}_{split}"] = len(rows)
     return counts

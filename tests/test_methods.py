@@ -1,0 +1,152 @@
+"""The method registry, variants, per-method GRPO overrides and the tiny world's role families."""
+
+import random
+
+import pytest
+
+from core.io import read_jsonl
+from core.params import ParamsError, load, validate
+from rewards import METHODS, get_method
+from world import roles
+
+
+@pytest.fixture(scope="module")
+def params():
+    return load()
+
+
+def test_every_family_has_a_builder_and_a_version(params):
+    from rewards import reward_version
+
+    families = set(type(params.reward).model_fields)
+    assert families == set(METHODS)
+    for name in ("rlvr", "random", "rlme", "rlvrr"):
+        assert callable(get_method(name)[0]) and reward_version(name)
+
+
+def test_every_variant_resolves_to_its_method(params):
+    expected = {"rlme_frozen": "rlme", "rlvrr_direct": "rlvrr", "avg_prob": "dro",
+                "rlcer_no_evolve": "rlcer", "genrm_outcome": "rationale"}
+    for name, family in expected.items():
+        assert params.method_config(name)[0] == family
+    assert params.method_config("rlme_frozen")[1].evaluators[0].source == "frozen"
+    assert params.method_config("rlvrr_direct")[1].content_mode == "direct"
+
+
+def test_method_grpo_applies_task_and_overrides(params):
+    g = params.method_grpo("rlme")  # paper 000's optimiser
+    assert (g.loss_type, g.scale_rewards, g.epsilon_high, g.num_generations) == ("cispo", "none", 5.0, 6)
+    assert params.method_grpo("rlvr") == params.grpo
+    assert params.method_grpo("rlvrr").task == "facts"
+    assert params.method_grpo("rationale").task == "pairs"
+    long = params.method_grpo("rlme_long")  # variant grpo overrides add to the method's
+    assert long.max_steps == 600 and long.loss_type == "cispo"
+
+
+def test_unknown_method_lists_known(params):
+    with pytest.raises(ParamsError, match="unknown method 'rlmee'.*rlme_frozen"):
+        params.method_config("rlmee")
+
+
+def _raw():
+    import yaml
+
+    from core.params import PARAMS_FILE
+    return yaml.safe_load(PARAMS_FILE.read_text())
+
+
+def test_bad_variant_override_is_named():
+    raw = _raw()
+    raw["variants"]["rlme_gt10"]["reward"]["anchor_fractoin"] = 0.1
+    with pytest.raises(ParamsError, match="anchor_fractoin: unknown key"):
+        validate(raw)
+
+
+def test_bad_method_grpo_override_is_named():
+    raw = _raw()
+    raw["reward"]["rlme"]["grpo"]["loss_typo"] = "cispo"
+    with pytest.raises(ParamsError, match="loss_typo: unknown key"):
+        validate(raw)
+
+
+def test_listed_method_must_exist():
+    raw = _raw()
+    raw["methods"] = ["rlvr", "nope"]
+    with pytest.raises(ParamsError, match="unknown method 'nope'"):
+        validate(raw)
+
+
+def test_rlme_template_is_the_one_the_base_model_learned(params):
+    """The live evaluator is asked in the SFT role's exact format."""
+    cfg = params.reward.rlme
+    assert cfg.template == roles.EVALUATOR_TEMPLATE
+    assert cfg.anchor_template == roles.ANCHOR_TEMPLATE
+    assert cfg.questions[0].text == roles.Q_CORRECT
+    nocheat = params.method_config("rlme_nocheat")[1].questions[1].text
+    assert nocheat == roles.Q_PROCESS
+    concise = params.method_config("rlme_concise")[1].questions[1].text
+    assert concise == roles.Q_SHORT
+    assert params.reward.rlcer.rubricator_template == roles.RUBRICATOR_TEMPLATE
+
+
+ROW = {"id": "arith-train-00007", "split": "train", "answer": "12",
+       "prompt": "Problem: Lou has 13 books. Then Lou drops 9. Then Lou keeps half of them. "
+                 "Then Lou gets twice as many. Then Lou triples them. How many books does Lou have?\nSolution:",
+       "reference": " 13 - 9 = 4. 4 / 2 = 2. 2 * 2 = 4. 4 * 3 = 12. The answer is \\boxed{12}."}
+
+
+def test_solution_variants_are_labelled_exactly():
+    from rewards.evolving_rubrics import parse_steps, rule_verifier
+    from rewards.verifiable import rlvr_score
+
+    seen = set()
+    rng = random.Random(0)
+    for _ in range(300):
+        kind, text, ok = roles.solution_variant(rng, ROW)
+        seen.add(kind)
+        correct = rlvr_score(text, ROW["answer"]) == 1.0
+        if kind == "correct":
+            assert text == ROW["reference"] and ok and correct
+        elif kind == "sloppy":
+            assert not correct and rule_verifier("each step's arithmetic is correct", text)
+        elif kind == "slip":
+            assert rule_verifier("contains an arithmetic slip", text) and not ok
+        else:
+            assert "boxed" not in text and parse_steps(text)
+    assert seen == {"correct", "sloppy", "slip", "cut"}
+
+
+def test_evaluator_rows_answer_from_the_text():
+    rng = random.Random(1)
+    for _ in range(200):
+        e = roles.evaluator_row(rng, ROW)
+        assert e["prompt"].startswith(ROW["prompt"]) and e["prompt"].endswith("\nAnswer:")
+        solution = e["prompt"][len(ROW["prompt"]):].split("\nLength:")[0]
+        if e["question"] == roles.Q_CORRECT:
+            assert (e["label"] == "YES") == ("\\boxed{12}" in solution)
+        if e["question"] == roles.Q_SHORT:
+            assert (e["label"] == "YES") == (len(solution) < roles.SHORT_LIMIT)
+        if e["question"] == roles.Q_PROCESS and e["kind"] != "correct":
+            assert e["label"] == "NO"
+
+
+def test_rubricator_rows_parse_and_use_the_verifier_vocabulary():
+    from rewards.evolving_rubrics import RUBRIC_VOCABULARY, parse_rubrics
+
+    rng = random.Random(2)
+    for _ in range(100):
+        r = roles.rubricator_row(rng, ROW)
+        rubrics = parse_rubrics(r["demonstration"])
+        assert rubrics and 2 <= len(rubrics) <= 4
+        for rb in rubrics:
+            assert rb.criterion in RUBRIC_VOCABULARY or rb.criterion.startswith("uses at most")
+
+
+def test_world_writes_role_families(tmp_path):
+    from world import generate_world
+
+    p = load(preset="ci")
+    counts = generate_world(p.world, tmp_path)
+    assert counts["evaluator_train"] == counts["rubricator_train"] == p.world.arith.n_train
+    rows = read_jsonl(tmp_path / "evaluator_train.jsonl")
+    assert {r["label"] for r in rows} == {"YES", "NO"}
