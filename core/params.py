@@ -212,7 +212,6 @@ class RationaleReward(MethodBase):
     mode: Literal["outcome", "hybrid", "ap_only"]
     # lexical | embedding | llm
     matcher: Literal["lexical", "embedding", "llm"]
-    top_k: int = Field(ge=1)
 
 
 class Reward(Strict):
@@ -244,7 +243,7 @@ class Collapse(Strict):
 
 
 class Eval(Strict):
-    # "arith" | "arith_cf" | "facts", or "<gsm8k|math|ifeval>:<local file>"
+    # "arith" | "arith_cf" | "facts" | "pairs", or "<gsm8k|math|ifeval|helpsteer3>:<local file>"
     benchmarks: list[str] = Field(min_length=1)
 
     @field_validator("benchmarks")

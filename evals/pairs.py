@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from core.io import DataError
-from world.external import _load as load_located  # (where, row) pairs: "file:line" or "file: row i"
+# (where, row) pairs, where = "file:line" (JSONL) or "file: row i" (Parquet)
+from world.external import _load as load_located
 from world.pairs import genrm_prompt
 
 if TYPE_CHECKING:

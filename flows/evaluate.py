@@ -27,18 +27,27 @@ def evaluate(params: Params, name: str, seed: int | None = None) -> dict:
     from models.policy import load_policy
     from tasks import tracking
 
-    benchmarks = list(params.eval.benchmarks)
     if name == "base":
-        seed = None
+        seed, trained = None, list(params.methods)  # the base is scored on every method's task
     else:
-        task = params.method_grpo(name).task  # unknown names fail here, listing the known ones
-        seed = params.seeds[0] if seed is None else seed
-        if task not in benchmarks:  # a method is always scored on the task it trained on
-            benchmarks.append(task)
+        seed, trained = (params.seeds[0] if seed is None else seed), [name]
+    # A policy is always scored on the task it trained on, with the completion budget it
+    # trained with (GenRM answers are long); the listed benchmarks keep eval.max_new_tokens.
+    budgets: dict[str, int] = {}
+    for method in trained:
+        g = params.method_grpo(method)  # unknown names fail here, listing the known ones
+        if g.task not in params.eval.benchmarks:
+            budgets[g.task] = max(budgets.get(g.task, 0), params.eval.max_new_tokens,
+                                  g.max_completion_length)
     start = time.time()
     model, tokenizer = load_policy(paths.policy_dir(params, name, seed))
-    metrics = evaluate_policy(model, tokenizer, paths.PREPARED, benchmarks,
-                              params.eval, params.seed if seed is None else seed)
+    sample_seed = params.seed if seed is None else seed
+    metrics = evaluate_policy(model, tokenizer, paths.PREPARED, params.eval.benchmarks,
+                              params.eval, sample_seed)
+    for task, budget in budgets.items():
+        ev = params.eval.model_copy(update={"max_new_tokens": budget})
+        metrics.update(evaluate_policy(model, tokenizer, paths.PREPARED, [task], ev, sample_seed))
+    benchmarks = [*params.eval.benchmarks, *budgets]
     if "arith" in benchmarks:  # can the policy judge its own arith solutions? (RLME's signal)
         family, cfg = params.method_config(name) if name != "base" else ("rlme", params.reward.rlme)
         rows = load_rows(paths.PREPARED, "arith", "val", params.eval.n_test)

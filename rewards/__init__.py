@@ -70,7 +70,7 @@ METHODS: dict[str, tuple[Callable | str, str]] = {
     "rlvrr": ("rewards.rlvrr:build", "rewards.rlvrr"),
     "dro": ("models.dro_trainer:build", "rewards.reflection"),
     "rlcer": ("models.rlcer_trainer:build", "rewards.evolving_rubrics"),
-    "rationale": ("rewards.genrm:build", "rewards.rationale"),
+    "rationale": ("rewards.genrm:build", "rewards.genrm"),
 }
 
 

@@ -19,8 +19,8 @@ Choices that are ours:
   For the logged means they count as AP 0 and outcome 0.
 - A row without a checklist gets None in ``hybrid`` / ``ap_only`` (AP is undefined, |R_h| = 0),
   the outcome reward in ``outcome`` mode.
-- AP and outcome are computed in every mode and logged (``rationale/ap``,
-  ``rationale/outcome_acc``), so an outcome-only run shows whether its rationales drift (the
+- AP and outcome are computed in every mode and logged (``genrm/ap``,
+  ``genrm/outcome_acc``), so an outcome-only run shows whether its rationales drift (the
   paper's Table 4 decline). With the ``llm`` matcher this means outcome runs still call the judge.
 - Training scores all of the model's reasons (the paper: "we do not impose this [Top-5]
   constraint during training"); evaluation passes ``top_k`` (5).
@@ -38,8 +38,14 @@ from typing import Any, Literal
 import numpy as np
 
 from rewards.matchers import Matcher, make_matcher
-from rewards.rationale import (hybrid_reward, optimal_matching, outcome_reward, parse_reasons,
-                               parse_verdict, rationale_ap)
+from rewards.rationale import (
+    hybrid_reward,
+    optimal_matching,
+    outcome_reward,
+    parse_reasons,
+    parse_verdict,
+    rationale_ap,
+)
 from rewards.verifiable import _text  # strings or conversational message lists, one rule
 
 # The `rationale` method's reward version: bumped when this glue (parsing, malformed rule, modes)
@@ -152,21 +158,24 @@ class GenrmReward:
     def metrics(self) -> dict[str, float]:
         """Last batch: mean AP, outcome accuracy, malformed rate; plus running malformed count.
 
+        Keys ``genrm/...`` (the matcher's counters as ``genrm/matcher_...``), the prefix the
+        training curves keep (``flows.train._METHOD_LOGS``).
+
         >>> r = GenrmReward()
         >>> r([""] * 2, ["1. The step is wrong. \\\\boxed{A>B}", "no verdict"],
         ...   checklist=[["The step is wrong."]] * 2, label=["A", "A"])
         [1.0, 0.0]
-        >>> r.metrics()["rationale/malformed_rate"], r.metrics()["rationale/ap"]
+        >>> r.metrics()["genrm/malformed_rate"], r.metrics()["genrm/ap"]
         (0.5, 0.5)
         """
-        out: dict[str, float] = {"rationale/malformed": float(self.malformed)}
+        out: dict[str, float] = {"genrm/malformed": float(self.malformed)}
         if self.last:
-            out["rationale/malformed_rate"] = float(np.mean([s.malformed for s in self.last]))
-            out["rationale/outcome_acc"] = statistics.fmean(s.outcome for s in self.last)
+            out["genrm/malformed_rate"] = float(np.mean([s.malformed for s in self.last]))
+            out["genrm/outcome_acc"] = statistics.fmean(s.outcome for s in self.last)
             aps = [s.ap for s in self.last if s.ap is not None]
             if aps:
-                out["rationale/ap"] = statistics.fmean(aps)
-        out.update(self.matcher.metrics())
+                out["genrm/ap"] = statistics.fmean(aps)
+        out.update({f"genrm/matcher_{k}": v for k, v in self.matcher.metrics().items()})
         return out
 
 

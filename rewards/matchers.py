@@ -50,8 +50,16 @@ import numpy as np
 
 from rewards.rationale import lexical_matcher
 
-__all__ = ["EmbeddingMatcher", "LexicalMatcher", "LlmMatcher", "MATCHERS", "Matcher",
-           "METAJUDGE_PROMPT", "make_matcher", "parse_judge_reply"]
+__all__ = [
+    "MATCHERS",
+    "METAJUDGE_PROMPT",
+    "EmbeddingMatcher",
+    "LexicalMatcher",
+    "LlmMatcher",
+    "Matcher",
+    "make_matcher",
+    "parse_judge_reply",
+]
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +213,7 @@ R2@Sy: score
 ... one line for every reference item, R1 to R{n_reference}
 <RESULT_END>"""
 
-_RESULT = re.compile(r"<RESULT_START>(.*?)(?:<RESULT_END>|$)", re.S)
+_RESULT = re.compile(r"<RESULT_START>(.*?)(?:<RESULT_END>|$)", re.DOTALL)
 _ENTRY = re.compile(r"R\s*(\d+)\s*@\s*S\s*(\d+)\s*[:=]\s*([-+]?\d*\.?\d+)")
 
 
@@ -331,8 +339,8 @@ class LlmMatcher(Matcher):
             return list(pool.map(lambda item: self._one(*item), items))
 
     def metrics(self) -> dict[str, float]:
-        return {"matcher/requests": float(self.requests), "matcher/malformed": float(self.malformed),
-                "matcher/malformed_rate": self.malformed / self.pairs if self.pairs else 0.0}
+        return {"requests": float(self.requests), "malformed": float(self.malformed),
+                "malformed_rate": self.malformed / self.pairs if self.pairs else 0.0}
 
 
 MATCHERS = {"lexical": LexicalMatcher, "embedding": EmbeddingMatcher, "llm": LlmMatcher}

@@ -107,7 +107,8 @@ def test_empty_file_is_an_error(prepared, fake_generate, tmp_path):
 
 
 @pytest.mark.parametrize("spec,match", [
-    ("nope", r"unknown benchmark 'nope'; known: \['arith', 'arith_cf', 'facts', 'gsm8k', 'ifeval', 'math'\]"),
+    ("nope", (r"unknown benchmark 'nope'; known: \['arith', 'arith_cf', 'facts', 'gsm8k', "
+              r"'helpsteer3', 'ifeval', 'math', 'pairs'\]")),
     ("gsm8k", r"benchmark 'gsm8k' reads a local file: name it as 'gsm8k:<path"),
     ("math: ", r"benchmark 'math' reads a local file"),
     ("arith:x.jsonl", r"benchmark 'arith' reads data/prepared and takes no path"),
@@ -148,3 +149,30 @@ def test_registry_imports_no_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1])
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_pairs_and_helpsteer3_benchmarks(tmp_path, monkeypatch):
+    """GenRM benchmarks (SPEC 6): outcome accuracy headline, RC of the top-5 reasons, malformed rate."""
+    checklist = ["The first step is wrong: 3 * 3 is 9, not 11.",
+                 "The final answer 2 is wrong; the correct answer is 3."]
+    prepared = tmp_path / "prepared"
+    prepared.mkdir()
+    write_jsonl(prepared / "pairs_test.jsonl", [{"prompt": "G1", "label": "B", "checklist": checklist}])
+    hs3 = write_jsonl(tmp_path / "hs3.jsonl", [{"context": "3 * 3 / 3?", "response1": "11, so 2",
+                                                "response2": "9, so 3", "checklist": checklist,
+                                                "overall_preference": 3}])
+    both = f"\n1. {checklist[0]}\n2. {checklist[1]}\n\\boxed{{B>>A}}"
+    one_wrong_verdict = f"\n1. {checklist[1]}\n\\boxed{{A>B}}"
+
+    def fake(model, tokenizer, prompts, *, num_samples=1, greedy=False, **kw):
+        return [[both] if greedy else [both, one_wrong_verdict, "B wins"][:num_samples] for _ in prompts]
+
+    monkeypatch.setattr(suite, "generate", fake)
+    m = evaluate_policy(None, None, prepared, ["pairs", f"helpsteer3:{hs3}"], EV, seed=0)
+    for name in ("pairs", "helpsteer3"):
+        assert m[f"{name}/outcome_acc"] == pytest.approx(1 / 3)
+        assert m[f"{name}/rc"] == pytest.approx((1 + 0.5 + 0) / 3)
+        assert m[f"{name}/malformed_rate"] == pytest.approx(1 / 3)
+        assert m[f"{name}/greedy_outcome_acc"] == 1.0 and m[f"{name}/greedy_rc"] == 1.0
+    assert headline_key("pairs") == "pairs/outcome_acc"
+    assert headline_key(f"helpsteer3:{hs3}") == "helpsteer3/outcome_acc"
