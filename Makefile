@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade "pip>=24"
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -e ".[dev,embedding]"
 	touch $@
 
 run: setup  ## reproduce the embedded default end to end (dvc repro)
