@@ -17,6 +17,7 @@ from rewards.evolving_rubrics import (
     parse_rubrics,
     parse_steps,
     reasoner_reward,
+    rubric_correlations,
     rubricator_reward,
     rule_verifier,
     valid_rubrics,
@@ -127,6 +128,22 @@ def test_valid_rubrics_shapes() -> None:
     assert valid_rubrics([], [1, 0]).tolist() == []
     with pytest.raises(ValueError, match=r"\[K, N\]"):
         valid_rubrics([[1, 0, 1]], [1, 0, 1, 0])
+
+
+def test_rubric_correlations_match_numpy_and_mark_undefined_nan() -> None:
+    rng = np.random.default_rng(0)
+    z = np.array([1, 0, 1, 1, 0, 0, 1, 0])
+    V = rng.integers(0, 2, size=(20, 8))
+    V[0], V[1] = 1, 0  # constant rows: undefined
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        corr = rubric_correlations(V, z)
+        assert np.isnan(rubric_correlations(V, np.ones(8))).all()
+    assert np.isnan(corr[:2]).all()
+    expected = [np.corrcoef(v, z)[0, 1] for v in V[2:]]
+    assert corr[2:] == pytest.approx(expected)
+    assert valid_rubrics(V, z).tolist() == [False, False, *[bool(c > 0.2) for c in expected]]
+    assert rubric_correlations(np.zeros((0, 4)), [1, 0, 1, 0]).shape == (0,)
 
 
 # --- cot_rewards -------------------------------------------------------------------------------
