@@ -53,8 +53,10 @@ class _StepTimer:
         return StepTimer()
 
 
-def _block(method: str, steps: int, preset: str | None, out_dir: str) -> dict:
-    """One block of `steps` GRPO steps from the base model (runs in a spawned process)."""
+def _block(method: str, steps: int, preset: str | None, out_dir: str,
+           settings_of: str | None = None) -> dict:
+    """One block of `steps` GRPO steps from the base model (runs in a spawned process), with the
+    task and GRPO settings of `settings_of` (default: the method's own)."""
     from core import paths
     from core.cli import quiet_libraries
     from core.params import load
@@ -64,8 +66,8 @@ def _block(method: str, steps: int, preset: str | None, out_dir: str) -> dict:
 
     quiet_libraries()
     params = load(preset=preset)
-    g = params.method_grpo(method).model_copy(update={"max_steps": steps, "logging_steps": 1,
-                                                      "save_steps": steps * 10})
+    g = params.method_grpo(settings_of or method).model_copy(
+        update={"max_steps": steps, "logging_steps": 1, "save_steps": steps * 10})
     reward_times: list[float] = []
     base = paths.base_model_dir(params)
     model, tokenizer = load_policy(base, for_training=True)
@@ -80,33 +82,54 @@ def _block(method: str, steps: int, preset: str | None, out_dir: str) -> dict:
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
+def _baselines(methods: list[str], preset: str | None) -> dict[str, str]:
+    """Method -> the `random` run it is compared with: `random` under the method's own task and
+    GRPO settings (RLME's G = 6, RLVRR's facts task, ...), one per distinct setting."""
+    from core.params import load
+
+    params = load(preset=preset)
+    key = {m: params.method_grpo(m).model_dump_json() for m in methods}
+    label = {}
+    for m in methods:
+        same = [n for n in methods if key[n] == key[m]]
+        label[m] = "random" if key[m] == key["random"] else f"random[{same[0]}]"
+    return label
+
+
 def measure(methods: list[str], steps: int, repeats: int, preset: str | None, work: Path) -> dict:
     ctx = mp.get_context("spawn")
-    raw: dict[str, dict[str, list[float]]] = {m: {"step": [], "reward": [], "rss": []} for m in methods}
+    baseline = _baselines(methods, preset)
+    runs = {m: (m, None) for m in methods}  # label -> (method, settings_of)
+    runs.update({b: ("random", b[len("random["):-1]) for b in baseline.values() if b != "random"})
+    raw: dict[str, dict[str, list[float]]] = {k: {"step": [], "reward": [], "rss": []} for k in runs}
     for r in range(repeats):
-        for m in methods:
+        for label, (method, settings_of) in runs.items():
             with ctx.Pool(1) as pool:
-                res = pool.apply(_block, (m, steps, preset, str(work / f"{m}-{r}")))
+                res = pool.apply(_block, (method, steps, preset, str(work / f"{label}-{r}"), settings_of))
             # The first step of a block pays one-off costs (compilation, allocator warm-up).
-            raw[m]["step"] += res["step_times"][1:]
-            raw[m]["reward"] += res["reward_times"][1:]
-            raw[m]["rss"].append(res["peak_rss_mb"])
-    base = statistics.median(raw["random"]["step"])
+            raw[label]["step"] += res["step_times"][1:]
+            raw[label]["reward"] += res["reward_times"][1:]
+            raw[label]["rss"].append(res["peak_rss_mb"])
     out = {}
-    for m, v in raw.items():
+    for m in methods:
+        v, base = raw[m], statistics.median(raw[baseline[m]]["step"])
         med = statistics.median(v["step"])
-        out[m] = {"median_step_s": med, "overhead_vs_random": (med - base) / base,
-                  "reward_ms_per_completion": 1000 * statistics.median(v["reward"]),
+        out[m] = {"median_step_s": med, "baseline": baseline[m], "baseline_step_s": base,
+                  "overhead_vs_random": (med - base) / base,
+                  # DRO and RLCER score inside their trainer: only the step time sees them.
+                  "reward_ms_per_completion": 1000 * statistics.median(v["reward"]) if v["reward"] else None,
                   "peak_rss_mb": max(v["rss"]), "steps_measured": len(v["step"])}
     return out
 
 
 def table(results: dict) -> str:
-    lines = ["| method | median step (s) | overhead vs random | reward (ms / completion) | peak RSS (MB) |",
-             "|---|---|---|---|---|"]
+    lines = ["| method | median step (s) | random, same settings (s) | overhead vs random | "
+             "reward (ms / completion) | peak RSS (MB) |", "|---|---|---|---|---|---|"]
     for m, r in results.items():
-        lines.append(f"| {m} | {r['median_step_s']:.3f} | {100 * r['overhead_vs_random']:+.1f}% | "
-                     f"{r['reward_ms_per_completion']:.3f} | {r['peak_rss_mb']:.0f} |")
+        ms = r["reward_ms_per_completion"]
+        lines.append(f"| {m} | {r['median_step_s']:.3f} | {r['baseline_step_s']:.3f} | "
+                     f"{100 * r['overhead_vs_random']:+.1f}% | "
+                     f"{'in trainer' if ms is None else f'{ms:.3f}'} | {r['peak_rss_mb']:.0f} |")
     return "\n".join(lines)
 
 

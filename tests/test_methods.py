@@ -40,7 +40,7 @@ def test_method_grpo_applies_task_and_overrides(params):
     assert params.method_grpo("rlvrr").task == "facts"
     assert params.method_grpo("rationale").task == "pairs"
     long = params.method_grpo("rlme_long")  # variant grpo overrides add to the method's
-    assert long.max_steps == 600 and long.loss_type == "cispo"
+    assert long.max_steps == 450 and long.loss_type == "cispo"
 
 
 def test_unknown_method_lists_known(params):
