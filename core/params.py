@@ -192,6 +192,10 @@ class DroReward(MethodBase):
     percentile: float = Field(ge=0, le=100)
     # Text that starts the final answer; the CoT is everything before its last occurrence.
     answer_marker: str
+    # Static pre-filter (paper 003 §5.5): score every train prompt once with the initial policy,
+    # keep the top k by h plus static_rest_frac of the rest; null = off (the dynamic filter).
+    static_top_k: int | None = Field(default=None, ge=1)
+    static_rest_frac: float = Field(default=0.1, ge=0, le=1)
 
 
 class RlcerReward(MethodBase):

@@ -99,6 +99,9 @@ def train(params: Params, method: str, seed: int) -> dict:
     _prepare_output(out, digest)
     model, tokenizer = load_policy(base, for_training=True)
     plan = make_plan(params, method, seed, model, tokenizer)  # a bad evaluator path fails here
+    if plan.select_rows is not None:  # e.g. DRO's static pre-filter, with the step-0 policy
+        rows = plan.select_rows(rows)
+        log.info("%s trains on %d selected rows", method, len(rows))
 
     def heldout(model) -> dict:
         return evaluate_policy(model, tokenizer, prepared, [g.task], params.eval,

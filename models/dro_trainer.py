@@ -404,8 +404,17 @@ def build(ctx: MethodContext) -> MethodPlan:
         raise ValueError(f"{ctx.name}: grpo.loss_type {grpo.loss_type!r} would still count rejected "
                          f"groups in its normaliser; use one of {', '.join(TOKEN_NORMALISED_LOSSES)} "
                          "or turn off reward.dro.gate and reward.dro.variance_filter")
+    select = None
+    if cfg.static_top_k is not None:
+        def select(rows: list[dict]) -> list[dict]:
+            kept, _ = static_prefilter_rows(
+                ctx.policy, ctx.tokenizer, rows, cfg, task=grpo.task,
+                num_generations=grpo.num_generations, top_k=cfg.static_top_k,
+                rest_frac=cfg.static_rest_frac, max_new_tokens=grpo.max_completion_length,
+                temperature=grpo.temperature, seed=ctx.seed)
+            return kept
     return MethodPlan(reward_funcs=[DroScore(cfg.score)], trainer_cls=DroGRPOTrainer,
-                      trainer_kwargs={"dro": cfg, "task": grpo.task})
+                      trainer_kwargs={"dro": cfg, "task": grpo.task}, select_rows=select)
 
 
 # --- Static pre-filter (paper §5.5) -------------------------------------------------------------

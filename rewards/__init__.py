@@ -50,6 +50,8 @@ class MethodPlan:
     reward_weights: list[float] | None = None
     # Extra objects with a `metrics() -> dict` logged at every logging step (e.g. gate rates).
     loggers: list[Any] = field(default_factory=list)
+    # Chooses the training rows before training (DRO's static pre-filter); None = all rows.
+    select_rows: Callable[[list[dict]], list[dict]] | None = None
 
 
 def _rlvr(ctx: MethodContext) -> MethodPlan:

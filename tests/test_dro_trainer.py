@@ -258,6 +258,18 @@ def test_static_prefilter_rows_keeps_the_top_groups_by_h(micro):
     assert [r["prompt_id"] for r in kept] == [rows[i]["prompt_id"] for i in sorted(np.argsort(-h)[:2])]
 
 
+def test_static_mode_selects_rows_through_the_plan(micro):
+    model, tok = micro
+    ctx = _ctx("dro_static", num_generations=2, max_completion_length=6)
+    ctx.policy, ctx.tokenizer = model, tok
+    ctx.cfg = ctx.cfg.model_copy(update={"static_top_k": 2, "static_rest_frac": 0.0})
+    plan = dro.build(ctx)
+    rows = arith_rows(4)
+    kept = plan.select_rows(rows)
+    assert len(kept) == 2 and all(r in rows for r in kept)
+    assert dro.build(_ctx("dro")).select_rows is None  # the dynamic filter trains on every row
+
+
 # --- GRPO steps (slow) ------------------------------------------------------------------------
 
 def _train(micro, tmp_path, plan, **cfg_update):
