@@ -1,0 +1,125 @@
+"""The report as a reader sees it: `python -m flows.report` on a synthetic data folder, rendered by
+headless Chromium (screenshot not blank, every method in the rendered tables), and the report
+folder logged to MLflow. Skips only when no Chromium binary exists (`.ci/run` installs one)."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+
+from core.params import ROOT
+from tests.test_report import METRICS, as_dicts, make_data, parse_tables
+
+pytestmark = pytest.mark.slow
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable",
+            "chromium-headless-shell")
+
+
+def find_chromium() -> str | None:
+    return next((path for name in BROWSERS if (path := shutil.which(name))), None)
+
+
+def chromium(binary: str, profile: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    # --no-sandbox: CI runs as root, where Chromium refuses to start with its sandbox.
+    cmd = [binary, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+           "--no-first-run", "--disable-extensions", f"--user-data-dir={profile}", *args]
+    return subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout)
+
+
+def pixel_stats(png: bytes) -> tuple[float, float]:
+    """(grey-level variance, share of non-white pixels) of a PNG screenshot."""
+    try:
+        from PIL import Image
+    except ImportError:  # pillow comes with matplotlib; without it, judge the filtered scanlines
+        return _filtered_stats(png)
+    import numpy as np
+
+    grey = np.asarray(Image.open(io.BytesIO(png)).convert("L"), dtype=float)
+    return float(grey.var()), float((grey < 245).mean())
+
+
+def _filtered_stats(png: bytes) -> tuple[float, float]:
+    """Rough stand-in without pillow: a blank page's filtered scanlines are almost all zero bytes."""
+    pos, idat = 8, b""
+    while pos < len(png):
+        length, kind = struct.unpack(">I4s", png[pos:pos + 8])
+        if kind == b"IDAT":
+            idat += png[pos + 8:pos + 8 + length]
+        pos += 12 + length
+    raw = zlib.decompress(idat)
+    nonzero = sum(1 for b in raw[::7] if b) / max(1, len(raw[::7]))
+    mean = sum(raw[::7]) / max(1, len(raw[::7]))
+    return sum((b - mean) ** 2 for b in raw[::7]) / max(1, len(raw[::7])), nonzero
+
+
+@pytest.fixture(scope="module")
+def browser():
+    binary = find_chromium()
+    if binary is None:
+        pytest.skip(f"no Chromium binary on PATH (looked for {', '.join(BROWSERS)}); "
+                    f".ci/run installs one with apt-get (scripts/ensure_chromium.sh)")
+    return binary
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """The report built by the stage's CLI, logged to a throwaway MLflow store."""
+    root = tmp_path_factory.mktemp("report")
+    data = make_data(root)
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    from mlflow.tracking import MlflowClient
+
+    # The experiment is made here so its artifacts land in the temporary folder: tracking.setup()
+    # would otherwise create it with the repository's mlflow/artifacts as its location.
+    MlflowClient(tracking_uri=uri).create_experiment("nolabel-rl-lab",
+                                                     artifact_location=(root / "artifacts").as_uri())
+    env = dict(os.environ, MLFLOW_TRACKING_URI=uri, MLFLOW_EXPERIMENT_NAME="nolabel-rl-lab",
+               MLFLOW_DISABLE_TELEMETRY="true", DO_NOT_TRACK="1", PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    env.pop("LAB_PRESET", None)
+    r = subprocess.run([sys.executable, "-m", "flows.report", "--preset", "ci", "--data-dir", str(data),
+                        "--out-dir", str(root / "reports")], check=False, cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert "| rlvr |" in r.stdout
+    return root, uri
+
+
+def test_report_renders_in_headless_chromium(browser, built, tmp_path) -> None:
+    root, _ = built
+    page = (root / "reports" / "index.html").resolve()
+    shot = tmp_path / "report.png"
+    r = chromium(browser, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1280,1800",
+                 page.as_uri())
+    assert shot.exists() and shot.stat().st_size > 5000, r.stderr[-2000:]
+    variance, inked = pixel_stats(shot.read_bytes())
+    assert variance > 100 and inked > 0.02, (variance, inked)  # text, tables and charts drawn
+
+    dom = chromium(browser, tmp_path / "profile", "--dump-dom", page.as_uri()).stdout
+    tables = parse_tables(dom)
+    methods = {"base", *METRICS}
+    listed = {name for caption, rows in tables.items() if caption != "Collapse events"
+              for name in as_dicts(rows)}
+    assert listed == methods, (listed, sorted(tables))
+    assert set(as_dicts(tables["arith"])) == {"base", "rlvr", "random", "rlme_long"}
+    assert dom.count('class="chart"') >= 4 and "reward_hacking" in dom
+
+
+def test_report_folder_is_an_mlflow_artifact(built) -> None:
+    from mlflow.tracking import MlflowClient
+
+    _, uri = built
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("nolabel-rl-lab")
+    runs = client.search_runs([exp.experiment_id], "tags.stage = 'report'")
+    assert len(runs) == 1
+    arts = {a.path for a in client.list_artifacts(runs[0].info.run_id, "reports")}
+    assert {"reports/index.html", "reports/summary.md", "reports/metrics.json"} <= arts
