@@ -86,12 +86,23 @@ class Arch(Strict):
     max_positions: int
 
 
+SftFamily = Literal["arith", "facts", "genrm", "evaluator", "rubricator"]
+
+
+class SftRoles(Strict):
+    steps: int = Field(ge=0)
+    learning_rate: float = Field(gt=0)
+    warmup_steps: int = Field(ge=0)
+    mix: dict[SftFamily, float]
+
+
 class SFT(Strict):
     steps: int = Field(ge=1)
     batch_size: int = Field(ge=1)
     learning_rate: float = Field(gt=0)
     warmup_steps: int = Field(ge=0)
-    mix: dict[Literal["arith", "facts", "genrm", "evaluator", "rubricator"], float]
+    mix: dict[SftFamily, float]
+    roles: SftRoles | None = None
 
 
 class BaseModelParams(Strict):
