@@ -214,12 +214,23 @@ def content_reward(
 
 
 def _checked_weights(weights: Sequence[float]) -> list[float]:
-    """Weights as floats; a negative, non-finite or all-zero set is a data error, said loudly."""
+    """Weights as floats; a negative, non-finite or all-zero set is a data error, said loudly.
+
+    Finite weights can still sum to inf (two of 1e308), and inf/inf would make the reward NaN;
+    such a set is divided by its largest weight first (only then, so that ordinary weights keep
+    their exact float results).
+
+    >>> _checked_weights([1e308, 1e308])
+    [1.0, 1.0]
+    """
     values = [float(w) for w in weights]
     if any(not math.isfinite(w) or w < 0 for w in values):
         raise ValueError(f"style check weights must be finite and >= 0, got {values}")
     if sum(values) <= 0:
         raise ValueError(f"style check weights must not all be zero, got {values}")
+    if not math.isfinite(sum(values)):
+        largest = max(values)
+        values = [w / largest for w in values]
     return values
 
 

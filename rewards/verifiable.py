@@ -3,6 +3,10 @@
 Plain numbers (the tiny world, GSM8K) take a fast exact path after stripping commas, `$`, units and
 spaces; anything else goes to `math-verify`, which handles LaTeX and symbolic equivalence. The fast
 path matters: the reward runs on every completion of every step.
+
+Hostile completions must not stall a training step: :func:`extract_boxed` is one linear pass, and
+an answer longer than :data:`MAX_SYMBOLIC_CHARS` is never handed to `math-verify` (whose parse time
+grows fast with length and whose timeouts are off here); it counts as wrong.
 """
 
 from __future__ import annotations
@@ -13,7 +17,13 @@ from decimal import Decimal, InvalidOperation
 
 VERSION = "1"
 
+# Longest answer (either side) that goes to math-verify; a longer non-numeric one is wrong. Real
+# answers are a few dozen characters; 1,000 characters of LaTeX already take math-verify ~0.3 s,
+# 100 KB ~30 s, and its own timeouts are off (see answers_match).
+MAX_SYMBOLIC_CHARS = 1_000
+
 _BOX = "\\boxed{"
+_BRACES = re.compile(re.escape(_BOX) + "|[{}]")  # a box opener, or any brace
 _NUMBER = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)$")
 _UNITS = re.compile(r"\\(?:text|mathrm)\{[^{}]*\}|\\[,!;: ]|\\%|%|\$|\\\$|\s")
 
@@ -28,20 +38,21 @@ def extract_boxed(text: str | None) -> str | None:
     """
     if not text:
         return None
-    start = text.rfind(_BOX)
-    while start != -1:
-        depth, i = 1, start + len(_BOX)
-        while i < len(text):
-            if text[i] == "{":
-                depth += 1
-            elif text[i] == "}":
-                depth -= 1
-                if depth == 0:
-                    return text[start + len(_BOX):i]
-            i += 1
-        # Unbalanced last box: fall back to an earlier, complete one.
-        start = text.rfind(_BOX, 0, start)
-    return None
+    # One pass with a stack of open braces: a box's brace holds where its content starts, any other
+    # brace -1. A box's brace is popped exactly where a rescan from that box would reach depth 0,
+    # so this finds the box a scan back from the last `\boxed{` finds, without rescanning to the
+    # end from every unclosed box (quadratic: 4,000 unclosed boxes took ~40 s).
+    stack: list[int] = []
+    best_start, best_end = -1, -1  # content of the latest-starting box that closed
+    for match in _BRACES.finditer(text):
+        if match.group() == "}":
+            if stack:
+                start = stack.pop()
+                if start > best_start:
+                    best_start, best_end = start, match.start()
+        else:
+            stack.append(match.end() if len(match.group()) > 1 else -1)
+    return text[best_start:best_end] if best_start >= 0 else None
 
 
 def _plain_number(s: str) -> Decimal | None:
@@ -57,6 +68,9 @@ def _plain_number(s: str) -> Decimal | None:
 def answers_match(pred: str | None, gold: str | None) -> bool:
     """Numeric/mathematical equivalence of a predicted and a gold answer.
 
+    Plain numbers of any length compare exactly; other answers longer than
+    :data:`MAX_SYMBOLIC_CHARS` (either side) are not matched.
+
     >>> answers_match("1,000", "1000"), answers_match("$-3$", "-3"), answers_match("12", "13")
     (True, True, False)
     """
@@ -65,6 +79,8 @@ def answers_match(pred: str | None, gold: str | None) -> bool:
     a, b = _plain_number(str(pred)), _plain_number(str(gold))
     if a is not None and b is not None:
         return a == b
+    if max(len(str(pred)), len(str(gold))) > MAX_SYMBOLIC_CHARS:
+        return False  # math-verify would take seconds to minutes; no real answer is this long
     from math_verify import parse, verify  # slow import (sympy): only for non-plain answers
 
     # Timeouts are off (they use SIGALRM, which fails outside the main thread, e.g. in Prefect
@@ -92,7 +108,25 @@ def rlvr_correct(prompts, completions, answer, **kwargs) -> list[float | None]:
 
 
 def _text(completion) -> str:
-    """TRL passes strings for plain prompts and message lists for conversational ones."""
+    """TRL passes strings for plain prompts and message lists for conversational ones.
+
+    A message's content may also be None (an assistant turn that only calls tools) or a list of
+    OpenAI-style parts (``{"type": "text", "text": ...}``); None and non-text parts count as "".
+
+    >>> _text([{"role": "assistant", "content": [{"type": "text", "text": "a"}, {"type": "image_url"}]},
+    ...        {"role": "assistant", "content": None}, {"role": "assistant", "content": "b"}])
+    'ab'
+    """
     if isinstance(completion, list):
-        return "".join(m.get("content", "") for m in completion if isinstance(m, dict))
+        return "".join(_content_text(m.get("content")) for m in completion if isinstance(m, dict))
     return completion
+
+
+def _content_text(content) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part["text"] for part in content
+                       if isinstance(part, dict) and part.get("type", "text") == "text"
+                       and isinstance(part.get("text"), str))
+    return ""

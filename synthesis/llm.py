@@ -21,7 +21,11 @@ fail at once.
 
 A reply that does not parse as the JSON the prompt asks for drops the example and is counted
 (``dropped_unparseable``); it never raises. Parsing is lenient about what models wrap JSON in:
-code fences, a ``<think>...</think>`` preamble, text before or after the object.
+code fences, a ``<think>...</think>`` preamble, text before or after the object. It is also
+bounded on hostile replies: a reply nested deeper than Python's recursion limit, or longer than
+``MAX_REPLY_CHARS`` after the preamble, is unparseable, and the search for the JSON skips the
+brackets that cannot start it and decodes from windows, not to the end of the reply, at each
+(see :func:`parse_json`).
 Requests for different prompts run concurrently against an endpoint (``llm.concurrency``).
 """
 
@@ -32,6 +36,7 @@ import http.client
 import json
 import logging
 import os
+import re
 import threading
 import time
 import urllib.error
@@ -55,6 +60,15 @@ TEMPLATE_FIELDS = {
 }
 _TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 _MAX_BACKOFF_S = 60.0
+# Longest reply (after any ``</think>``) that parse_json reads; a longer one is unparseable. The
+# JSON the prompts ask for is a few KB (``llm.max_tokens`` is 1,024 by default); the cap bounds what
+# a runaway reply can cost.
+MAX_REPLY_CHARS = 200_000
+# A `{` or `[` that can start a JSON value: the decoder needs `"` or `}` after `{`, and a value or
+# `]` after `[` (whitespace allowed between). Every other bracket is skipped without decoding.
+_JSON_START = re.compile(r'\{(?=\s*["}])|\[(?=\s*[-"{\[\]0-9tfnNI])')
+_FIRST_WINDOW = 4096
+_DECODER_LOOKAHEAD = 16  # the decoder reads at most this far past the error it reports
 
 
 class LlmEndpointError(ConnectionError):
@@ -234,24 +248,53 @@ def render(name: str, **fields: str) -> str:
 def parse_json(text: str | None) -> Any:
     """The first JSON object or array in a model reply, or ``None`` if there is none.
 
+    "First" is the earliest ``{`` or ``[`` at which a JSON value starts (so a broken outer object
+    can still yield a valid list inside it). A reply nested deeper than the recursion limit, or
+    longer than ``MAX_REPLY_CHARS`` after the ``</think>`` preamble, is unparseable.
+
     >>> parse_json('Sure!\\n```json\\n{"key_points": ["a"]}\\n```')
     {'key_points': ['a']}
     >>> parse_json("<think>{maybe}</think> [1, 2]"), parse_json("{broken"), parse_json(None)
     ([1, 2], None, None)
+    >>> parse_json('{"key_points": ["a"],}'), parse_json("[" * 5000 + "]" * 5000)
+    (['a'], None)
     """
     if not text:
         return None
     end_think = text.rfind("</think>")
     if end_think >= 0:
         text = text[end_think + len("</think>"):]
+    if len(text) > MAX_REPLY_CHARS:
+        return None
     decoder = json.JSONDecoder()
-    for start, char in enumerate(text):
-        if char in "{[":
-            try:
-                return decoder.raw_decode(text, start)[0]
-            except ValueError:
-                continue
+    for start in _JSON_START.finditer(text):
+        try:
+            return _decode_at(decoder, text, start.start())
+        except ValueError:
+            continue
+        except RecursionError:
+            return None  # nested past the recursion limit: no prompt asks for that
     return None
+
+
+def _decode_at(decoder: json.JSONDecoder, text: str, start: int) -> Any:
+    """``decoder.raw_decode(text, start)[0]``, at a cost that does not grow with ``start``.
+
+    raw_decode's errors count the newlines before their position, so trying it at every bracket
+    of a long reply is quadratic (1 MB of brackets took minutes). Decoding a window from ``start``
+    instead gives the same value, since an object or array ends at its closing bracket, and the
+    same failure unless the window cut the text short: then the decoder fails near the window's
+    end or in an unterminated string, and the window doubles.
+    """
+    size = _FIRST_WINDOW
+    while True:
+        try:
+            return decoder.raw_decode(text[start:start + size])[0]
+        except json.JSONDecodeError as e:
+            if start + size >= len(text) or (e.pos < size - _DECODER_LOOKAHEAD
+                                            and not e.msg.startswith("Unterminated string")):
+                raise
+        size *= 2
 
 
 def _string_list(value: Any) -> list[str] | None:

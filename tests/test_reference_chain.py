@@ -185,6 +185,13 @@ def test_style_weights_normalise() -> None:
     assert style_reward("x", checks, results=[False, False, False]) == 0.0
 
 
+def test_style_huge_finite_weights_stay_finite() -> None:
+    """Regression: 1e308 + 1e308 overflowed to inf and inf/inf made the reward NaN."""
+    checks = [("a", 1e308), ("b", 1e308), ("c", 5e307)]
+    assert style_reward("x", checks, results=[True, False, True]) == pytest.approx(0.6)
+    assert style_reward("x", checks, results=[True, True, True]) == pytest.approx(1.0)
+
+
 def test_style_only_exact_true_counts() -> None:
     checks = [("a", 1.0), ("b", 1.0), ("c", 1.0), ("d", 1.0)]
     assert style_reward("x", checks, results=[1, "yes", None, True]) == pytest.approx(0.25)

@@ -330,6 +330,46 @@ def test_llm_unparseable_replies_are_counted_not_raised() -> None:
     assert stats.dropped_unparseable == 2 and stats.examples == 3
 
 
+@pytest.mark.parametrize("reply,expected", [
+    ('Here: {"key_points": ["a", "b"]} done', {"key_points": ["a", "b"]}),
+    ('{"key_points": ["a"],}', ["a"]),                  # broken object: the list inside it
+    ('{x} {"a": "}{]["} tail', {"a": "}{]["}),            # brackets in strings, prose braces
+    ('\\boxed{A} [ 1 , "[" ]', [1, "["]),
+    ('["' + "x" * 10_000 + '", 2]', ["x" * 10_000, 2]),  # longer than the first decode window
+    ("[" * 3000 + "]" * 3000, None),                     # past the recursion limit
+    ("{" * 200_000, None),
+])
+def test_parse_json_cases(reply, expected) -> None:
+    assert llm.parse_json(reply) == expected
+
+
+def test_parse_json_matches_first_decodable_bracket() -> None:
+    """Same answer as trying raw_decode at every bracket (the old rule), on replies mixing both."""
+    decoder = json.JSONDecoder()
+
+    def first_decodable(text):
+        for i, char in enumerate(text):
+            if char in "{[":
+                try:
+                    return decoder.raw_decode(text, i)[0]
+                except ValueError:
+                    continue
+        return None
+
+    pieces = ["{", "}", "[", "]", '"', "\\", ":", ",", " ", "\n", "a", "1", "-", "e", "true", "\\u12",
+              '{"k": [1, 2]}', '["x", {"y": null}]', "[1, 2,]", '{"k": 1,}', "1" * 5000]
+    rng = __import__("random").Random(0)
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 40)))
+        assert llm.parse_json(text) == first_decodable(text), text
+
+
+def test_parse_json_caps_reply_length() -> None:
+    padding = " " * llm.MAX_REPLY_CHARS
+    assert llm.parse_json('{"a": 1}' + padding) is None
+    assert llm.parse_json("<think>" + padding + '</think>{"a": 1}') == {"a": 1}  # preamble not counted
+
+
 def test_llm_garbled_envelope_is_unparseable() -> None:
     class Garbled:
         concurrent = False

@@ -1,7 +1,13 @@
 import pytest
 
 from rewards.baselines import RandomReward
-from rewards.verifiable import answers_match, extract_boxed, rlvr_correct, rlvr_score
+from rewards.verifiable import (
+    MAX_SYMBOLIC_CHARS,
+    answers_match,
+    extract_boxed,
+    rlvr_correct,
+    rlvr_score,
+)
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -17,6 +23,12 @@ from rewards.verifiable import answers_match, extract_boxed, rlvr_correct, rlvr_
     (None, None),
     (r"\boxed{3} and \boxed{4", "3"),                         # unbalanced last box: earlier one
     (r"\boxed{12", None),
+    (r"\boxed{\boxed{12}}", "12"),                          # the later-starting box wins
+    (r"\boxed{1}} } \boxed{2", "1"),                         # stray closers change nothing
+    (r"{ \boxed{3} and \boxed{4} {", "4"),
+    (r"\boxed{a \boxed{b} c", "b"),                          # inner box closes, outer does not
+    (r"\boxed{x{\boxed{7}}}", "7"),
+    ("\\boxed{" * 50 + r"\boxed{5}", "5"),
 ])
 def test_extract_boxed(text, expected):
     assert extract_boxed(text) == expected
@@ -32,6 +44,26 @@ def test_answers_match(pred, gold, ok):
     assert answers_match(pred, gold) is ok
 
 
+def test_extract_boxed_many_unclosed_boxes():
+    """Regression: a rescan from every unclosed box was quadratic (tests/test_hostile_inputs.py
+    guards the 1 MB case with a kill limit)."""
+    assert extract_boxed("\\boxed{" * 20_000 + r"\boxed{9}") == "9"
+
+
+def test_long_symbolic_answers_do_not_reach_math_verify(monkeypatch):
+    """Over MAX_SYMBOLIC_CHARS a non-numeric answer is wrong without parsing (100 KB took ~30 s)."""
+    import math_verify
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("math_verify.parse called on an over-long answer")
+
+    long_latex = "x+" * MAX_SYMBOLIC_CHARS + "1"
+    monkeypatch.setattr(math_verify, "parse", refuse)
+    assert answers_match(long_latex, "12") is False
+    assert answers_match("12", long_latex) is False
+    assert answers_match("1" * 5000, "1" * 5000) is True  # plain numbers have no limit
+
+
 def test_rlvr_reward_contract():
     completions = [r"2 + 2 = 4. The answer is \boxed{4}.", r"\boxed{5}", "no answer", ""]
     out = rlvr_correct(prompts=["p"] * 4, completions=completions, answer=["4", "4", "4", None])
@@ -42,6 +74,18 @@ def test_rlvr_reward_contract():
 def test_rlvr_conversational_completions():
     msgs = [[{"role": "assistant", "content": r"\boxed{7}"}]]
     assert rlvr_correct(prompts=["p"], completions=msgs, answer=["7"]) == [1.0]
+
+
+@pytest.mark.parametrize("content,expected", [
+    (None, 0.0),                                                           # tool-call-only turn
+    ([{"type": "text", "text": r"\boxed{7}"}], 1.0),                       # OpenAI content parts
+    ([{"type": "text", "text": r"\boxed{"}, {"type": "image_url", "image_url": {}},
+      {"type": "text", "text": "7}"}], 1.0),
+    (7, 0.0),
+])
+def test_rlvr_messages_without_string_content(content, expected):
+    msgs = [[{"role": "assistant", "content": content}]]
+    assert rlvr_correct(prompts=["p"], completions=msgs, answer=["7"]) == [expected]
 
 
 def test_random_reward_is_seeded_uniform():
