@@ -20,7 +20,7 @@ model writes no answer marker, so its whole completion is the CoT: the dearest c
 
     python -m benchmarks.bench_dro_cost [--repeats 15] [--rollouts 32] [--new-tokens 64]
 
-Prints a table and writes ``data/benchmarks/dro_cost.json``. Target: P pass <= 1.3x the policy pass.
+Prints a table and writes ``benchmarks/results/dro_cost.json`` (git-tracked, a DVC metric). Target: P pass <= 1.3x the policy pass.
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ def main() -> None:
     args = p.parse_args()
     res = measure(args.repeats, args.rollouts, args.new_tokens, args.preset)
     res["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
-    write_json(ROOT / "data" / "benchmarks" / "dro_cost.json", res)
+    write_json(ROOT / "benchmarks" / "results" / "dro_cost.json", res)
     verdict = "within" if res["ratio_p_vs_policy"] <= TARGET_RATIO else "OVER"
     print(f"DRO scoring cost ({res['model']}, {res['parameters'] / 1e6:.2f}M parameters, "
           f"{res['rollouts']} rollouts x {res['completion_tokens']} tokens, prompt ~"

@@ -8,7 +8,8 @@ callables, timed around each call), the overhead against `random`, and the peak 
 
     python -m benchmarks.reward_overhead --steps 8 --repeats 2 [--preset ci]
 
-Prints a markdown table and writes `data/benchmarks/reward_overhead.json`.
+Prints a markdown table and writes `benchmarks/results/reward_overhead.json` (git-tracked; dvc.yaml
+lists it as a metric, so `dvc metrics show` and `dvc metrics diff` include it).
 """
 
 from __future__ import annotations
@@ -150,7 +151,7 @@ def main() -> None:
     work = ROOT / "data" / "benchmarks" / "work"
     results = measure(methods, args.steps, args.repeats, args.preset, work)
     machine = f"{platform.machine()}, {mp.cpu_count()} cores, Python {platform.python_version()}"
-    write_json(ROOT / "data" / "benchmarks" / "reward_overhead.json",
+    write_json(ROOT / "benchmarks" / "results" / "reward_overhead.json",
                {"machine": machine, "steps": args.steps, "repeats": args.repeats, "results": results})
     print(f"Reward overhead ({machine}; {args.repeats} x {args.steps} steps per method, interleaved)")
     print(table(results))
