@@ -56,6 +56,13 @@ def evaluate(params: Params, name: str, seed: int | None = None) -> dict:
             k=params.eval.heldout_k, temperature=params.eval.temperature,
             max_new_tokens=params.eval.max_new_tokens, batch_size=params.eval.batch_size,
             seed=params.seed if seed is None else seed))
+    if name != "base" and params.method_config(name)[0] == "rlcer" and "arith" in benchmarks:
+        from evals.rubric_hints import hinted_pass_at_1
+
+        cfg = params.method_config(name)[1]
+        metrics.update(hinted_pass_at_1(
+            model, tokenizer, load_rows(paths.PREPARED, "arith", "test", params.eval.n_test),
+            cfg.rubricator_template, params.eval, seed, cfg.max_rubric_tokens))
     metrics["eval_seconds"] = round(time.time() - start, 1)
     write_json(paths.eval_dir(name, seed) / "metrics.json", metrics)
     tracking.setup()
