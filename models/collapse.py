@@ -332,9 +332,25 @@ class CollapseMonitor:
         steps = [s for s, k in zip(self.steps, keep) if k]
         return steps, [a[keep] for a in arrays]
 
+    def _rewards_with_start(self) -> list[float]:
+        """Train rewards, the leading evaluations without one (the evaluation before training)
+        taking the first window's reward: the reward of (almost) the initial policy. Without this
+        a run whose held-out score falls within the first window is never compared with its start."""
+        r = list(self.reward)
+        first = next((x for x in r if not math.isnan(x)), math.nan)
+        for i, x in enumerate(r):
+            if not math.isnan(x):
+                break
+            r[i] = first
+        return r
+
     def _hacking(self) -> CollapseEvent | None:
         c = self.config
-        steps, (r, h) = self._present("reward", "heldout")
+        saved, self.reward = self.reward, self._rewards_with_start()
+        try:
+            steps, (r, h) = self._present("reward", "heldout")
+        finally:
+            self.reward = saved
         at = detect_reward_hacking(steps, r, h, c.min_drop, c.reward_tol, c.patience)
         if at is None:
             return None

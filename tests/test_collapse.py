@@ -214,3 +214,16 @@ def test_monitor_rejects_non_increasing_steps() -> None:
 def test_config_validation() -> None:
     with pytest.raises(ValueError, match="patience"):
         CollapseConfig(patience=0)
+
+
+def test_monitor_compares_with_the_evaluation_before_training() -> None:
+    """The RLME run of issue 4: held-out falls within the first window (0.175 -> 0.11) while the
+    self-evaluation reward rises. The evaluation before training has no train reward; it takes
+    the first window's, so the fall from the start is caught."""
+    monitor = CollapseMonitor(CollapseConfig(min_drop=0.1, patience=2))
+    history = [(0, None, 0.175), (25, -0.917, 0.11), (50, -0.93, 0.04), (75, -0.85, 0.045),
+               (100, -0.82, 0.045), (125, -0.80, 0.04)]
+    fired = [e for step, r, h in history for e in monitor.update(step, r, h)]
+    assert [(e.kind, e.step) for e in fired] == [("reward_hacking", 100)]
+    assert "best 0.175 (step 0)" in fired[0].message
+    assert math.isnan(monitor.reward[0])  # the recorded series is left as measured
