@@ -103,8 +103,12 @@ def train(params: Params, method: str, seed: int) -> dict:
         rows = plan.select_rows(rows)
         log.info("%s trains on %d selected rows", method, len(rows))
 
+    # Held-out samples get the completion budget the method trains with (GenRM answers are long).
+    heldout_ev = params.eval.model_copy(
+        update={"max_new_tokens": max(params.eval.max_new_tokens, g.max_completion_length)})
+
     def heldout(model) -> dict:
-        return evaluate_policy(model, tokenizer, prepared, [g.task], params.eval,
+        return evaluate_policy(model, tokenizer, prepared, [g.task], heldout_ev,
                                seed, split="val", n=None, k=params.eval.heldout_k,
                                greedy=False)
 
