@@ -35,11 +35,32 @@ def task_rows(prepared: Path, task: str, split: str = "train") -> list[dict]:
             for r in rows]
 
 
+# Code a training run depends on: a change here must not resume an older run's checkpoints.
+_CODE = ("flows/train.py", "models", "rewards", "evals")
+
+
+def _files_digest(paths_: list[Path]) -> str:
+    h = hashlib.sha256()
+    for p in sorted(paths_):
+        h.update(str(p.relative_to(paths.ROOT) if p.is_relative_to(paths.ROOT) else p).encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def config_hash(params: Params, method: str, seed: int) -> str:
+    """What a run's checkpoints depend on: settings, code, data and base weights. Checkpoints
+    are resumed only when it matches, so a changed param, file or base model never resumes a
+    stale run."""
     family, cfg = params.method_config(method)
+    code = [f for c in _CODE for f in ([paths.ROOT / c] if c.endswith(".py")
+                                       else (paths.ROOT / c).rglob("*.py"))]
+    base = paths.base_model_dir(params)
     relevant = {"seed": seed, "grpo": params.method_grpo(method).model_dump(),
                 "family": family, "reward": cfg.model_dump(),
-                "base": str(paths.base_model_dir(params))}
+                "collapse": params.collapse.model_dump(), "eval": params.eval.model_dump(),
+                "base": str(base), "code": _files_digest(code),
+                "data": _files_digest(list(paths.PREPARED.glob("*.jsonl"))),
+                "weights": _files_digest(list(Path(base).glob("*.safetensors")))}
     return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -39,6 +39,12 @@ def grpo_config(g, *, seed: int, output_dir: Path, report_to: Sequence[str] = ()
     )
 
 
+def _global_step(checkpoint: Path) -> int:
+    import json
+
+    return int(json.loads((checkpoint / "trainer_state.json").read_text())["global_step"])
+
+
 def last_checkpoint(output_dir: Path) -> Path | None:
     """The newest complete `checkpoint-<step>` folder (one with trainer_state.json)."""
     done = [p for p in Path(output_dir).glob("checkpoint-*")
@@ -81,9 +87,15 @@ def train(policy_path: Path, rows: list[dict], plan, g, *, seed: int, output_dir
         if hasattr(f, "trainer"):
             f.trainer = trainer
     resume = last_checkpoint(output_dir)
-    if resume:
-        log.info("resuming from %s", resume)
-    trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    done = resume is not None and _global_step(resume) >= g.max_steps
+    if done:  # a finished run: resuming would take one step past max_steps (transformers 5)
+        log.info("already trained to step %d in %s", g.max_steps, resume)
+        trainer._load_from_checkpoint(str(resume))
+        trainer.state = trainer.state.load_from_json(str(resume / "trainer_state.json"))
+    else:
+        if resume:
+            log.info("resuming from %s", resume)
+        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     final = Path(output_dir) / "final"
     trainer.save_model(str(final))
     tokenizer.save_pretrained(final)

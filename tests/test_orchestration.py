@@ -1,5 +1,6 @@
 """Orchestration as users run it, on the micro preset in a temporary git clone of the working tree:
-`dvc repro` end to end, MLflow run contents, selective re-runs, and the Prefect pipeline flow."""
+`dvc repro` end to end, MLflow run contents, selective re-runs, and the Prefect pipeline flow.
+`make_clone` is shared with test_resume_kill.py (kill -9 of a training stage, then resume)."""
 
 import json
 import os
@@ -27,23 +28,39 @@ def sh(cmd, cwd, env=None, timeout=900):
     return r.stdout
 
 
-@pytest.fixture(scope="module")
-def clone(tmp_path_factory):
-    """The working tree copied into a fresh git repo, with `preset: ci` set in its params.yaml."""
-    d = tmp_path_factory.mktemp("clone") / "repo"
-    shutil.copytree(ROOT, d, ignore=COPY_IGNORE)
-    (d / "mlflow").mkdir()
-    (d / "data").mkdir(exist_ok=True)
-    (d / "data" / ".gitignore").write_text((ROOT / "data" / ".gitignore").read_text())
-    params = (d / "params.yaml").read_text().replace("\npreset: null\n", "\npreset: ci\n")
-    (d / "params.yaml").write_text(params)
-    (d / "dvc.lock").unlink(missing_ok=True)
+def make_clone(dest: Path, grpo: dict | None = None) -> dict:
+    """The working tree copied into a fresh git repo at `dest`, with `preset: ci` set in its
+    params.yaml and `grpo` merged over `presets.ci.grpo`; returns the environment to run it in."""
+    shutil.copytree(ROOT, dest, ignore=COPY_IGNORE)
+    (dest / "mlflow").mkdir()
+    (dest / "data").mkdir(exist_ok=True)
+    (dest / "data" / ".gitignore").write_text((ROOT / "data" / ".gitignore").read_text())
+    params = (dest / "params.yaml").read_text().replace("\npreset: null\n", "\npreset: ci\n")
+    assert "\npreset: ci\n" in params, "params.yaml no longer has a top-level `preset: null`"
+    if grpo:
+        raw = yaml.safe_load(params)
+        raw["presets"]["ci"]["grpo"].update(grpo)
+        params = yaml.safe_dump(raw, sort_keys=False)
+    (dest / "params.yaml").write_text(params)
+    (dest / "dvc.lock").unlink(missing_ok=True)
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", DVC_NO_ANALYTICS="1",
-               MLFLOW_TRACKING_URI=f"sqlite:///{d / 'mlflow' / 'mlflow.db'}",
+               MLFLOW_TRACKING_URI=f"sqlite:///{dest / 'mlflow' / 'mlflow.db'}",
                GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
                GIT_COMMITTER_EMAIL="t@t")
     env.pop("LAB_PRESET", None)
-    sh("git init -q && git add -A && git commit -qm init", d, env)
+    sh("git init -q && git add -A && git commit -qm init", dest, env)
+    # The stages must import the clone's code, not the editable install's: otherwise they would
+    # write into the working tree's data/.
+    root = sh([sys.executable, "-c", "from core.params import ROOT; print(ROOT)"], dest, env)
+    assert Path(root.strip()) == dest.resolve(), root
+    return env
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory):
+    """`make_clone` with every stage reproduced."""
+    d = tmp_path_factory.mktemp("clone") / "repo"
+    env = make_clone(d)
     sh([str(BIN / "dvc"), "repro"], d, env)
     return d, env
 
@@ -203,33 +220,3 @@ def test_prefect_server_deployment_run(clone, tmp_path):
                     p.wait(timeout=30)
                 except subprocess.TimeoutExpired:
                     p.kill()
-
-
-def test_kill_minus_9_then_rerun_resumes_from_last_checkpoint(clone, tmp_path):
-    """A training stage killed with SIGKILL resumes from its newest checkpoint when re-run."""
-    import signal
-    import time
-
-    d, env = clone
-    raw = yaml.safe_load((d / "params.yaml").read_text())
-    raw["presets"]["ci"]["grpo"].update({"max_steps": 40, "save_steps": 2, "heldout_every": 20})
-    params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump(raw))
-    cmd = [sys.executable, "-m", "flows.train", "--method", "rlvr", "--seed", "7", "--params", str(params)]
-    out_dir = d / "data" / "checkpoints" / "rlvr" / "seed7"
-    log = (tmp_path / "first.log").open("w")
-    proc = subprocess.Popen(cmd, cwd=d, env=env, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.time() + 300
-    while time.time() < deadline and not list(out_dir.glob("checkpoint-*/trainer_state.json")):
-        time.sleep(0.2)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    done = sorted(int(p.parent.name.split("-")[1]) for p in out_dir.glob("checkpoint-*/trainer_state.json"))
-    assert done and done[-1] < 40, "killed too late to test a resume"
-    assert not (out_dir / "final").exists() and not (out_dir / "run.json").exists()
-    r = subprocess.run(cmd, cwd=d, env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    resumed = int(r.stderr.split("resuming from ")[1].split("checkpoint-")[1].split()[0])
-    assert resumed >= done[-1]  # at most one checkpoint interval lost
-    summary = json.loads((out_dir / "run.json").read_text())
-    assert summary["steps"] == 40 and (out_dir / "final" / "model.safetensors").exists()
