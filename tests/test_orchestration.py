@@ -46,7 +46,11 @@ def make_clone(dest: Path, grpo: dict | None = None) -> dict:
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", DVC_NO_ANALYTICS="1",
                MLFLOW_TRACKING_URI=f"sqlite:///{dest / 'mlflow' / 'mlflow.db'}",
                GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
-               GIT_COMMITTER_EMAIL="t@t")
+               GIT_COMMITTER_EMAIL="t@t",
+               # The temporary Prefect server's sqlite store is written by every stage task of the
+               # 7-method pipeline; its 10 s default lock wait gave "database is locked" on 2 cores.
+               PREFECT_SERVER_DATABASE_TIMEOUT="60",
+               PREFECT_SERVER_DATABASE_CONNECTION_TIMEOUT="60")
     env.pop("LAB_PRESET", None)
     sh("git init -q && git add -A && git commit -qm init", dest, env)
     # The stages must import the clone's code, not the editable install's: otherwise they would
