@@ -15,8 +15,6 @@ from __future__ import annotations
 import functools
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -24,6 +22,7 @@ import pytest
 from core.params import load
 from synthesis.config import SynthesizeConfig
 from synthesis.llm import LlmEndpointError
+from tests.chat_stub import ChatStub, chat_payload
 
 NAMES = {"train": [("Zorb", "crab", "green"), ("Lune", "frog", "brown")], "val": [("Kesh", "owl", "grey")]}
 
@@ -55,47 +54,19 @@ def reply(prompt: str) -> str:
     return json.dumps({"key_points": [f"{name} is a {kind}"]})
 
 
-class FlakyEndpoint:
+class FlakyEndpoint(ChatStub):
     """OpenAI-compatible /v1/chat/completions: HTTP 503 for the first `fail_first` requests
     (every request if `fail_first` is None), then `reply(prompt)`."""
 
     def __init__(self, fail_first: int | None) -> None:
-        self.fail_first, self.calls, self.lock = fail_first, 0, threading.Lock()
-        endpoint = self
+        self.fail_first = fail_first
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with endpoint.lock:
-                    endpoint.calls += 1
-                    n = endpoint.calls
-                if endpoint.fail_first is None or n <= endpoint.fail_first:
-                    code, payload = 503, b'{"error": "model is loading"}'
-                else:
-                    text = reply(body["messages"][0]["content"])
-                    code, payload = 200, json.dumps(
-                        {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+        def respond(path: str, body: dict, n: int) -> tuple[int, bytes]:
+            if fail_first is None or n <= fail_first:
+                return 503, b'{"error": "model is loading"}'
+            return 200, chat_payload(reply(body["messages"][0]["content"]))
 
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> FlakyEndpoint:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(respond)
 
 
 MAX_RETRIES = 3

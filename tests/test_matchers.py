@@ -10,8 +10,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import pickle
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
@@ -28,6 +26,7 @@ from rewards.matchers import (
 from rewards.rationale import lexical_matcher
 from synthesis.config import LlmSettings
 from synthesis.llm import LlmEndpointError
+from tests.chat_stub import ChatStub
 
 HUMAN = ["The first step is wrong: 3 * 3 is 9, not 11.",
          "The final answer 2 is wrong; the correct answer is 3."]
@@ -122,45 +121,21 @@ def test_prompt_lists_both_sides() -> None:
 GOOD = "The first step matches S2.\n<RESULT_START>\nR1@S2: 1\nR2@S1: 0.75\n<RESULT_END>"
 
 
-class Stub:
+class Stub(ChatStub):
     """/v1/chat/completions answering `replies` in turn (the last one repeats); "500" = HTTP 500."""
 
     def __init__(self, replies: list[str]) -> None:
         self.replies, self.prompts = list(replies), []
-        self.lock = threading.Lock()
-        stub = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with stub.lock:
-                    stub.prompts.append(body["messages"][0]["content"])
-                    reply = stub.replies.pop(0) if len(stub.replies) > 1 else stub.replies[0]
-                if reply == "500":
-                    code, payload = 500, b"overloaded"
-                else:
-                    code = 200
-                    payload = json.dumps({"choices": [{"message": {"content": reply}}]}).encode()
-                self.send_response(code)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+        def respond(path: str, body: dict, n: int) -> tuple[int, bytes]:
+            with self.lock:
+                self.prompts.append(body["messages"][0]["content"])
+                reply = self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
+            if reply == "500":
+                return 500, b"overloaded"
+            return 200, json.dumps({"choices": [{"message": {"content": reply}}]}).encode()
 
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> Stub:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(respond)
 
 
 SETTINGS = LlmSettings(endpoint_env="TEST_JUDGE_URL", max_retries=2, backoff_s=0.0, timeout_s=5.0,

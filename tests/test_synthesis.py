@@ -9,19 +9,27 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 import types
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from pydantic import ValidationError
 
 from rewards.reference_chain import content_reward, keyword_sequence
 from rewards.sandbox import StyleSandbox, static_rejection_reason
-from synthesis import Components, StyleCheck, SynthesisStats, stats_path, synthesize, write_components
-from synthesis import llm, rule, validate
+from synthesis import (
+    Components,
+    StyleCheck,
+    SynthesisStats,
+    llm,
+    rule,
+    stats_path,
+    synthesize,
+    validate,
+    write_components,
+)
 from synthesis.config import LlmSettings, SynthesizeConfig
+from tests.chat_stub import ChatStub, chat_payload
 
 ROWS = [
     {"id": "facts-t-0", "prompt": "Facts: name=Zorb; kind=crab; color=green; food=fish.\nTask: "
@@ -191,10 +199,6 @@ def test_keywords_absent_from_references_are_dropped(sandbox) -> None:
 
 # ------------------------------------------------------------------------------ llm backend
 
-def _chat(text: str) -> bytes:
-    return json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}).encode()
-
-
 def good_reply(prompt: str) -> str:
     """What a well-behaved model answers to each of the three prompts, for ROWS[0]."""
     if "# Key points (numbered)" in prompt:
@@ -207,55 +211,23 @@ def good_reply(prompt: str) -> str:
     return 'Here you go: {"key_points": ["Zorb is a crab", "It is green", "It eats fish"]}'
 
 
-class Stub:
+class Stub(ChatStub):
     """A stub /v1/chat/completions server: `fail_first` 500s, then `reply(prompt)` or a status."""
 
     def __init__(self, fail_first: int = 0, status: int | None = None, reply=good_reply,
                  delay_s: float = 0.0) -> None:
-        self.fail_first, self.status, self.reply, self.delay_s = fail_first, status, reply, delay_s
-        self.calls = 0
-        self.lock = threading.Lock()
-        stub = self
+        def respond(path: str, body: dict, n: int) -> tuple[int, bytes]:
+            if delay_s:
+                time.sleep(delay_s)
+            if path != "/v1/chat/completions":
+                return 404, b"not found"
+            if n <= fail_first:
+                return 500, b"overloaded"
+            if status is not None:
+                return status, b"nope"
+            return 200, chat_payload(reply(body["messages"][0]["content"]))
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with stub.lock:
-                    stub.calls += 1
-                    n = stub.calls
-                if stub.delay_s:
-                    time.sleep(stub.delay_s)
-                if self.path != "/v1/chat/completions":
-                    code, payload = 404, b"not found"
-                elif n <= stub.fail_first:
-                    code, payload = 500, b"overloaded"
-                elif stub.status is not None:
-                    code, payload = stub.status, b"nope"
-                else:
-                    code, payload = 200, _chat(stub.reply(body["messages"][0]["content"]))
-                try:
-                    self.send_response(code)
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload)
-                except OSError:  # the client gave up (timeout test)
-                    pass
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> Stub:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(respond)
 
 
 def _cfg(**llm_settings) -> SynthesizeConfig:
