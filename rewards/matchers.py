@@ -259,18 +259,10 @@ def parse_judge_reply(text: str | None, n_human: int, n_model: int) -> np.ndarra
 
 def make_judge_client(settings: Any, environ: Mapping[str, str] | None = None) -> Any:
     """An in-process model (``settings.model_path``) or the HTTP endpoint named in the environment."""
-    from synthesis.llm import HttpClient, LlmEndpointError, TransformersClient
+    from synthesis.llm import make_client
 
-    if settings.model_path:
-        return TransformersClient(settings.model_path, settings)
-    env = os.environ if environ is None else environ
-    url = env.get(settings.endpoint_env, "").strip()
-    if not url:
-        raise LlmEndpointError(
-            f"reward.rationale.matcher is 'llm' but the environment variable "
-            f"{settings.endpoint_env} is not set: set it to an OpenAI-compatible base URL of the "
-            f"MetaJudge model (e.g. http://127.0.0.1:8000/v1)")
-    return HttpClient(url, settings, api_key=env.get(settings.api_key_env) or None)
+    return make_client(settings, environ, needed_by="reward.rationale.matcher is 'llm'",
+                       model_path_key="the judge settings' model_path")
 
 
 def default_judge_settings() -> Any:

@@ -41,7 +41,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
@@ -212,17 +212,20 @@ class TransformersClient:
         return tok.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
 
 
-def make_client(settings: LlmSettings, environ: dict[str, str] | None = None) -> LlmClient:
-    """The in-process model if ``model_path`` is set, else the endpoint named in the environment."""
+def make_client(settings: LlmSettings, environ: Mapping[str, str] | None = None, *,
+                needed_by: str = "synthesize.backend is 'llm'",
+                model_path_key: str = "synthesize.llm.model_path") -> LlmClient:
+    """The in-process model if ``model_path`` is set, else the endpoint named in the environment.
+    ``needed_by``/``model_path_key`` word the error for the caller (synthesis, the GenRM judge)."""
     if settings.model_path:
         return TransformersClient(settings.model_path, settings)
     env = os.environ if environ is None else environ
     url = env.get(settings.endpoint_env, "").strip()
     if not url:
         raise LlmEndpointError(
-            f"synthesize.backend is 'llm' but the environment variable {settings.endpoint_env} "
+            f"{needed_by} but the environment variable {settings.endpoint_env} "
             f"is not set: set it to an OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1) "
-            f"or set synthesize.llm.model_path to a local model folder")
+            f"or set {model_path_key} to a local model folder")
     return HttpClient(url, settings, api_key=env.get(settings.api_key_env) or None)
 
 
