@@ -13,8 +13,8 @@ import numpy as np
 import torch
 
 from models.generation import generate
-from rewards.meta_eval import _last_boxed, render_evaluator_prompt, target_logprobs
-from rewards.verifiable import rlvr_score
+from rewards.meta_eval import render_evaluator_prompt, target_logprobs
+from rewards.verifiable import extract_boxed, rlvr_score
 
 
 def self_eval_auroc(model, tokenizer, rows: list[dict], rlme_cfg, *, k: int = 2,
@@ -33,7 +33,7 @@ def self_eval_auroc(model, tokenizer, rows: list[dict], rlme_cfg, *, k: int = 2,
     model.eval()
     for q_index, q in enumerate(rlme_cfg.questions):
         prompts = [render_evaluator_prompt(rlme_cfg.template, problem=r["prompt"], solution=s,
-                                           answer=_last_boxed(s) or "", question=q.text,
+                                           answer=extract_boxed(s) or "", question=q.text,
                                            length=len(s))
                    for r, s in pairs]
         with torch.no_grad():

@@ -20,7 +20,6 @@ from core.params import Params, load
 def evaluate(params: Params, name: str, seed: int | None = None) -> dict:
     """Benchmarks for `name` (a method trained with `seed`, or `base`)."""
     import mlflow
-
     from evals.registry import load_rows
     from evals.self_eval import self_eval_auroc
     from evals.suite import evaluate_policy
@@ -48,18 +47,17 @@ def evaluate(params: Params, name: str, seed: int | None = None) -> dict:
         ev = params.eval.model_copy(update={"max_new_tokens": budget})
         metrics.update(evaluate_policy(model, tokenizer, paths.PREPARED, [task], ev, sample_seed))
     benchmarks = [*params.eval.benchmarks, *budgets]
+    family, cfg = params.method_config(name) if name != "base" else ("base", None)
     if "arith" in benchmarks:  # can the policy judge its own arith solutions? (RLME's signal)
-        family, cfg = params.method_config(name) if name != "base" else ("rlme", params.reward.rlme)
         rows = load_rows(paths.PREPARED, "arith", "val", params.eval.n_test)
         metrics.update(self_eval_auroc(
             model, tokenizer, rows, cfg if family == "rlme" else params.reward.rlme,
             k=params.eval.heldout_k, temperature=params.eval.temperature,
             max_new_tokens=params.eval.max_new_tokens, batch_size=params.eval.batch_size,
-            seed=params.seed if seed is None else seed))
-    if name != "base" and params.method_config(name)[0] == "rlcer" and "arith" in benchmarks:
+            seed=sample_seed))
+    if family == "rlcer" and "arith" in benchmarks:
         from evals.rubric_hints import hinted_pass_at_1
 
-        cfg = params.method_config(name)[1]
         metrics.update(hinted_pass_at_1(
             model, tokenizer, load_rows(paths.PREPARED, "arith", "test", params.eval.n_test),
             cfg.rubricator_template, params.eval, seed, cfg.max_rubric_tokens))
