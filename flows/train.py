@@ -72,6 +72,8 @@ def _prepare_output(out: Path, digest: str) -> None:
             shutil.rmtree(p)
         shutil.rmtree(out / "final", ignore_errors=True)
         shutil.rmtree(out / "best", ignore_errors=True)
+        shutil.rmtree(out / ".best", ignore_errors=True)
+        shutil.rmtree(out / "heldout_state", ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     stamp.write_text(digest)
 
@@ -162,6 +164,7 @@ def train(params: Params, method: str, seed: int) -> dict:
         tracking.set_tags({"collapsed": str(bool(monitor.events)).lower(),
                            "best_step": str(monitor.best_step)})
         run_id = run.info.run_id
+    callback.publish_best()  # `best/` from the kept copy (DVC may have deleted it before a rerun)
     curve = curves(history)
     write_json(paths.plots_dir(method, seed) / "train.json", curve)
     write_json(paths.plots_dir(method, seed) / "heldout.json", callback.history)

@@ -5,12 +5,23 @@ previous evaluation, entropy, completion length and clipped ratio go to a `Colla
 callback keeps the best checkpoint by held-out score, reports events through `on_event`, and
 stops training on an event when the collapse config asks for it. Recording (MLflow) is injected
 as `sink`/`on_event`, so this module stays free of tracking code.
+
+A run that resumes from a checkpoint keeps its held-out history and collapse monitor: each saved
+checkpoint gets `heldout_state/checkpoint-<N>.json` (history, monitor, best step), read back by
+`restore`. The
+best weights live in `<output_dir>/.best` (written to a temporary folder, then renamed), which no
+DVC output owns, and `publish_best` links them into `best_dir` at the end; so `dvc repro` deleting
+`best/` before re-running a finished stage loses nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import math
+import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,6 +34,26 @@ log = logging.getLogger(__name__)
 # TRL log keys averaged since the previous evaluation.
 _TRAIN_KEYS = {"reward": "reward", "entropy": "entropy", "length": "completions/mean_length",
                "clipped_ratio": "completions/clipped_ratio"}
+# Beside the checkpoints: `heldout_state/checkpoint-<N>.json`, written before checkpoint-<N> is
+# complete (DefaultFlowCallback has set `should_save` by this callback's `on_step_end`), so a kill
+# can never leave a complete checkpoint without its held-out state.
+STATE_DIR = "heldout_state"
+
+
+def _replace_dir(src: Path, dst: Path) -> None:
+    """Make `dst` a copy of the folder `src` (hard links where the filesystem allows)."""
+    tmp = dst.with_name(f".{dst.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(src, tmp, copy_function=_link_or_copy)
+    shutil.rmtree(dst, ignore_errors=True)
+    tmp.rename(dst)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 class HeldoutCallback(TrainerCallback):
@@ -64,9 +95,7 @@ class HeldoutCallback(TrainerCallback):
             metrics = {**metrics, **self.monitor.metrics()}
             if self.best_dir is not None and self.monitor.best_step == step and (
                     best_before is None or score > best_before):
-                model.save_pretrained(self.best_dir)
-                if self.tokenizer is not None:
-                    self.tokenizer.save_pretrained(self.best_dir)
+                self._save_best(model)
             for e in events:
                 log.warning("collapse detected: %s at step %d: %s", e.kind, e.step, e.message)
                 record.setdefault("events", []).append(e.kind)
@@ -80,6 +109,61 @@ class HeldoutCallback(TrainerCallback):
             self.sink({k: v for k, v in metrics.items()
                        if isinstance(v, (int, float)) and not math.isnan(v)}, step)
 
+    @property
+    def _kept_best(self) -> Path | None:
+        return None if self.best_dir is None else self.best_dir.with_name(".best")
+
+    def _save_best(self, model) -> None:
+        """Best weights to `.best`, atomically: a kill mid-save leaves the previous best whole."""
+        tmp = self._kept_best.with_name(".best.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        model.save_pretrained(tmp)
+        if self.tokenizer is not None:
+            self.tokenizer.save_pretrained(tmp)
+        shutil.rmtree(self._kept_best, ignore_errors=True)
+        tmp.rename(self._kept_best)
+
+    def publish_best(self) -> None:
+        """Link the kept best weights into `best_dir` (the stage output)."""
+        if self._kept_best is not None and self._kept_best.exists():
+            _replace_dir(self._kept_best, self.best_dir)
+
+    def state_dict(self) -> dict:
+        monitor = None if self.monitor is None else {
+            f.name: getattr(self.monitor, f.name) for f in dataclasses.fields(self.monitor)
+            if f.name != "config"}
+        if monitor is not None:
+            monitor["events"] = [dataclasses.asdict(e) for e in self.monitor.events]
+        return {"history": self.history, "last_step": self._last_step, "monitor": monitor}
+
+    @staticmethod
+    def state_path(checkpoint: Path) -> Path:
+        """Where the state that goes with `<output_dir>/checkpoint-<N>` is kept."""
+        checkpoint = Path(checkpoint)
+        return checkpoint.parent / STATE_DIR / f"{checkpoint.name}.json"
+
+    def restore(self, checkpoint: Path) -> bool:
+        """Take the held-out history and monitor saved with `checkpoint`; False if it has none
+        (a checkpoint made before this file existed)."""
+        path = self.state_path(checkpoint)
+        if not path.exists():
+            log.warning("%s has no %s: the held-out history restarts here", checkpoint, path)
+            return False
+        data = json.loads(path.read_text())
+        self.history, self._last_step = data["history"], data["last_step"]
+        if self.monitor is not None and data.get("monitor"):
+            for name, value in data["monitor"].items():
+                setattr(self.monitor, name, value)
+            self.monitor.events = [CollapseEvent(**e) for e in data["monitor"]["events"]]
+        return True
+
+    def _write_state(self, args, state) -> None:
+        path = self.state_path(Path(args.output_dir) / f"checkpoint-{state.global_step}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(json.dumps(self.state_dict()))
+        tmp.rename(path)
+
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         if state.global_step == 0 and model is not None:
             self._run(model, state, control)
@@ -87,10 +171,14 @@ class HeldoutCallback(TrainerCallback):
     def on_step_end(self, args, state, control, model=None, **kwargs):
         if model is not None and state.global_step % self.every == 0 and state.global_step != self._last_step:
             self._run(model, state, control)
+        if control.should_save:
+            self._write_state(args, state)
 
     def on_train_end(self, args, state, control, model=None, **kwargs):
         if model is not None and state.global_step != self._last_step:
             self._run(model, state, control)
+            if (Path(args.output_dir) / f"checkpoint-{state.global_step}").exists():
+                self._write_state(args, state)  # the final evaluation goes with the last checkpoint
 
 
 class MetricsCallback(TrainerCallback):

@@ -88,6 +88,10 @@ def train(policy_path: Path, rows: list[dict], plan, g, *, seed: int, output_dir
             f.trainer = trainer
     resume = last_checkpoint(output_dir)
     done = resume is not None and _global_step(resume) >= g.max_steps
+    if resume is not None:  # callbacks that keep state across a resume (held-out history)
+        for cb in callbacks:
+            if hasattr(cb, "restore"):
+                cb.restore(resume)
     if done:  # a finished run: resuming would take one step past max_steps (transformers 5)
         log.info("already trained to step %d in %s", g.max_steps, resume)
         trainer._load_from_checkpoint(str(resume))
