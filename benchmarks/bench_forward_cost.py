@@ -1,14 +1,20 @@
-"""DRO's scoring cost: P for a generation batch against the policy's own log-prob pass (SPEC 4 "Cost").
+"""Extra forward passes of the model-scored rewards against the policy's own log-prob pass.
 
-SPEC 4 requires P (every reference token's probability after every rollout's CoT) to come from ONE
-batched teacher-forced pass. Its price is then about one more forward pass over the batch, the
-same order as the per-token log-prob pass TRL makes over prompt + completion for the loss. This
-script measures both on the same batch, in one run, with interleaved repeats and medians:
+DRO (SPEC 4 "Cost") and RLME (issue 4) score a generation batch with the model: DRO's P (every
+reference token's probability after every rollout's CoT) and RLME's evaluator log P(target) per
+meta-question must each come from ONE batched forward pass. Their price is then about one more
+forward pass over the batch, the same order as the per-token log-prob pass TRL makes over prompt +
+completion for the loss. This script measures them on the same batch, in one run, with
+interleaved repeats and medians:
 
-- ``P pass``: :func:`models.dro_trainer.score_rollouts` as :class:`DroGRPOTrainer` runs it
+- ``DRO P pass``: :func:`models.dro_trainer.score_rollouts` as :class:`DroGRPOTrainer` runs it
   (tokenising prompt, CoT and reference, one no-grad forward, projecting only the reference
   positions onto the vocabulary);
 - ``DRO reward``: the whole :meth:`DroGRPOTrainer._calculate_rewards` (P pass, rubrics, gates);
+- ``RLME evaluator pass``: :func:`rewards.meta_eval.target_logprobs` for one meta-question over
+  the batch (the evaluator prompt wraps problem and solution in the question template, so it is
+  longer than prompt + completion);
+- ``RLME reward``: the whole live ``rlme`` reward callable (rendering, every question);
 - ``policy log-probs``: TRL's ``_get_per_token_logps_and_entropies`` over prompt + completion, no
   grad and no entropy (the cheapest form of the pass the loss makes; its training form also
   back-propagates).
@@ -18,9 +24,10 @@ exactly ``--new-tokens`` sampled tokens, from ``data/base_model`` if it exists, 
 initialised Llama of ``base_model.arch`` with a tokenizer trained on the world's text (a random
 model writes no answer marker, so its whole completion is the CoT: the dearest case for the P pass).
 
-    python -m benchmarks.bench_dro_cost [--repeats 15] [--rollouts 32] [--new-tokens 64]
+    python -m benchmarks.bench_forward_cost [--repeats 15] [--rollouts 32] [--new-tokens 64]
 
-Prints a table and writes ``benchmarks/results/dro_cost.json`` (git-tracked, a DVC metric). Target: P pass <= 1.3x the policy pass.
+Prints a table and writes ``benchmarks/results/forward_cost.json`` (git-tracked, a DVC metric).
+Target (issue 6): DRO's P pass <= 1.3x the policy pass.
 """
 
 from __future__ import annotations
@@ -84,6 +91,17 @@ def make_trainer(params, model, tokenizer, rows: list[dict], work: Path):
                             **plan.trainer_kwargs)
 
 
+def rlme_reward(params, model, tokenizer):
+    """The live `rlme` reward callable exactly as training builds it (the policy evaluates)."""
+    from rewards import MethodContext
+    from rewards.meta_eval import build
+
+    family, cfg = params.method_config("rlme")
+    ctx = MethodContext(name="rlme", family=family, cfg=cfg, grpo=params.method_grpo("rlme"),
+                        params=params, seed=params.seed, policy=model, tokenizer=tokenizer)
+    return build(ctx).reward_funcs[0]
+
+
 def sample(model, tokenizer, prompts: list[str], new_tokens: int, seed: int) -> list[list[int]]:
     """Completion token ids of exactly `new_tokens` tokens each (EOS suppressed until then)."""
     import torch
@@ -116,10 +134,11 @@ def measure(repeats: int, rollouts: int, new_tokens: int, preset: str | None) ->
 
     from core.params import load
     from models.dro_trainer import reference_answer, score_rollouts
+    from rewards.meta_eval import target_logprobs
 
     params = load(preset=preset)
     G = params.method_grpo("dro").num_generations
-    work = Path(tempfile.mkdtemp(prefix="dro_cost_"))
+    work = Path(tempfile.mkdtemp(prefix="forward_cost_"))
     model, tokenizer, source = policy_and_tokenizer(params, work)
     rows = [r for r in arith_rows(params, work, rollouts // G) for _ in range(G)]
     trainer = make_trainer(params, model, tokenizer, rows, work)
@@ -141,7 +160,21 @@ def measure(repeats: int, rollouts: int, new_tokens: int, preset: str | None) ->
         with torch.no_grad():
             trainer._get_per_token_logps_and_entropies(model, ids, mask, keep, batch_size=len(rows))
 
-    passes = {"P pass": p_pass, "DRO reward": dro_reward, "policy log-probs": policy_pass}
+    rlme = rlme_reward(params, model, tokenizer)
+    rlme_prompts = rlme.render(prompts, completions)[0]
+    question = rlme.questions[0]
+    rlme_target = question.target + (rlme.end_marker if rlme.end_marker is not None
+                                     else tokenizer.eos_token or "")
+
+    def rlme_pass():
+        target_logprobs(model, tokenizer, rlme_prompts, rlme_target)
+
+    def rlme_full():
+        rlme(prompts=prompts, completions=completions, prompt_id=[r["prompt_id"] for r in rows],
+             answer=[r["answer"] for r in rows])
+
+    passes = {"DRO P pass": p_pass, "DRO reward": dro_reward, "RLME evaluator pass": rlme_pass,
+              "RLME reward": rlme_full, "policy log-probs": policy_pass}
     times: dict[str, list[float]] = {name: [] for name in passes}
     for r in range(repeats + 2):  # two warm-up rounds, then interleaved timed rounds
         for name, fn in passes.items():
@@ -158,8 +191,12 @@ def measure(repeats: int, rollouts: int, new_tokens: int, preset: str | None) ->
         "completion_tokens": new_tokens,
         "prompt_tokens_mean": statistics.mean(mask.sum(1).tolist()) - new_tokens,
         "reference_tokens_mean": statistics.mean(n_ref), "repeats": repeats,
-        "median_s": median, "ratio_p_vs_policy": median["P pass"] / median["policy log-probs"],
+        "median_s": median, "ratio_p_vs_policy": median["DRO P pass"] / median["policy log-probs"],
         "ratio_reward_vs_policy": median["DRO reward"] / median["policy log-probs"],
+        "ratio_rlme_pass_vs_policy": median["RLME evaluator pass"] / median["policy log-probs"],
+        "rlme_questions": len(rlme.questions),
+        "rlme_prompt_tokens_mean": statistics.mean(
+            len(tokenizer(t)["input_ids"]) for t in rlme_prompts),
         "target_ratio": TARGET_RATIO,
     }
 
@@ -184,15 +221,17 @@ def main() -> None:
     args = p.parse_args()
     res = measure(args.repeats, args.rollouts, args.new_tokens, args.preset)
     res["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
-    write_json(ROOT / "benchmarks" / "results" / "dro_cost.json", res)
+    write_json(ROOT / "benchmarks" / "results" / "forward_cost.json", res)
     verdict = "within" if res["ratio_p_vs_policy"] <= TARGET_RATIO else "OVER"
-    print(f"DRO scoring cost ({res['model']}, {res['parameters'] / 1e6:.2f}M parameters, "
+    print(f"Model-scored rewards vs the policy's log-prob pass ({res['model']}, {res['parameters'] / 1e6:.2f}M parameters, "
           f"{res['rollouts']} rollouts x {res['completion_tokens']} tokens, prompt ~"
           f"{res['prompt_tokens_mean']:.0f}, reference ~{res['reference_tokens_mean']:.0f} tokens; "
           f"median of {res['repeats']} interleaved rounds, {res['torch_threads']} threads)")
     print(table(res))
-    print(f"P pass / policy log-probs = {res['ratio_p_vs_policy']:.2f}x "
-          f"({verdict} the {TARGET_RATIO}x target)")
+    print(f"DRO P pass / policy log-probs = {res['ratio_p_vs_policy']:.2f}x "
+          f"({verdict} the {TARGET_RATIO}x target); RLME evaluator pass (one of "
+          f"{res['rlme_questions']} questions, prompts ~{res['rlme_prompt_tokens_mean']:.0f} tokens) "
+          f"= {res['ratio_rlme_pass_vs_policy']:.2f}x")
 
 
 if __name__ == "__main__":
