@@ -73,7 +73,8 @@ def _block(method: str, steps: int, preset: str | None, out_dir: str,
     base = paths.base_model_dir(params)
     model, tokenizer = load_policy(base, for_training=True)
     plan = make_plan(params, method, params.seeds[0], model, tokenizer)
-    plan.reward_funcs = [_timed(f, reward_times) for f in plan.reward_funcs]
+    if plan.trainer_cls is None:  # DRO and RLCER score inside their trainer, which needs its own
+        plan.reward_funcs = [_timed(f, reward_times) for f in plan.reward_funcs]  # objects
     rows = task_rows(paths.PREPARED, g.task)
     shutil.rmtree(out_dir, ignore_errors=True)  # a block never resumes an earlier one
     timer = _StepTimer()
