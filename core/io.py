@@ -87,6 +87,10 @@ def write_jsonl(path: str | Path, rows: Iterable[dict]) -> None:
                                                       for r in rows))
 
 
+def write_text(path: str | Path, text: str) -> None:
+    _atomic_write(Path(path), lambda f: f.write(text))
+
+
 def write_json(path: str | Path, obj) -> None:
     _atomic_write(Path(path), lambda f: json.dump(obj, f, indent=2, sort_keys=True))
 

@@ -352,13 +352,14 @@ def svg_chart(title: str, series: list[Series], events: list[tuple[str, int, dic
         out.append(f'<text x="{px(t):.1f}" y="{top + ph + 14}" class="tick" '
                    f'text-anchor="middle">{t:g}</text>')
     out.append(f'<text x="{left + pw / 2}" y="{height - 4}" class="axis" text-anchor="middle">GRPO step</text>')
-    for method, seed, e in events:
+    for i, (method, seed, e) in enumerate(events):
         x, kind = px(float(e["step"])), str(e.get("kind", "collapse"))
+        label_y = top + 10 + 12 * (i % 3)  # staggered: events at nearby steps stay readable
         tip = f"{method} seed {seed}: {kind} collapse at step {int(e['step'])}. {e.get('message', '')}"
         out.append(f'<g class="m{colors[method]} event"><title>{esc(tip.strip())}</title>'
                    f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{top + ph}" '
                    f'stroke="{PALETTE[colors[method] % len(PALETTE)]}" stroke-dasharray="5,3"/>'
-                   f'<text x="{x + 3:.1f}" y="{top + 10}" class="event-label" '
+                   f'<text x="{x + 3:.1f}" y="{label_y}" class="event-label" '
                    f'fill="{PALETTE[colors[method] % len(PALETTE)]}">{esc(kind)}</text></g>')
     for s in series:
         color = PALETTE[colors[s.method] % len(PALETTE)]
@@ -464,6 +465,38 @@ def html_page(agg: dict[str, dict], collected: Collected) -> str:
     return "\n".join(parts)
 
 
+def figure(collected: Collected, chart: str, methods: Sequence[str]) -> str:
+    """One chart as a standalone SVG file (styles inlined, a legend), for a README or a paper.
+
+    `chart` is `<source>:<key>` as in `chart_specs`, e.g. `heldout:arith/pass@1` or `train:reward`.
+    """
+    source, _, key = chart.partition(":")
+    if source not in ("train", "heldout") or not key:
+        raise ValueError(f"chart {chart!r}: expected train:<key> or heldout:<key>")
+    missing = [m for m in methods if m not in collected.runs]
+    if missing:
+        raise LookupError(f"no runs of {missing} under data/ (found: {sorted(collected.runs)})")
+    sub = Collected({m: collected.runs[m] for m in methods}, [])
+    series = series_for(sub, source, key)
+    if not series:
+        raise LookupError(f"no {source} values of {key!r} for {list(methods)}")
+    colors = {m: i for i, m in enumerate(methods)}
+    events = [(m, seed, e) for m in methods for seed, r in sub.runs[m].items() for e in r.events]
+    svg = svg_chart(f"{'held-out' if source == 'heldout' else 'train'}: {key}", series, events,
+                    colors, width=640, height=320)
+    style = ("<style>text{font-family:system-ui,sans-serif} .title{font-size:13px;font-weight:600}"
+             " .tick{font-size:10px;fill:#555} .axis{font-size:11px;fill:#333}"
+             " .frame{fill:none;stroke:#999} .grid{stroke:#e4e4e4} .event-label{font-size:10px}</style>")
+    legend = "".join(
+        f'<rect x="{70 + 150 * i}" y="{302}" width="14" height="4" fill="{PALETTE[i % len(PALETTE)]}"/>'
+        f'<text x="{88 + 150 * i}" y="{308}" class="tick">{html.escape(m)}</text>'
+        for i, m in enumerate(methods))
+    svg = svg.replace('height="320" viewBox="0 0 640 320"', 'height="336" viewBox="0 0 640 336"', 1)
+    head, _, rest = svg.partition(">")
+    return head + ">" + style + rest.replace("</svg>", legend.replace('y="302"', 'y="324"')
+                                             .replace('y="308"', 'y="330"') + "</svg>")
+
+
 def build(out_dir: Path = paths.REPORTS, data_dir: Path = paths.DATA,
           order: Sequence[str] = ()) -> dict[str, dict]:
     """Write index.html, summary.md and metrics.json into `out_dir`; returns the aggregate."""
@@ -503,7 +536,19 @@ def main() -> None:
     p.add_argument("--data-dir", type=Path, default=paths.DATA, help="root of eval/, plots/, checkpoints/")
     p.add_argument("--out-dir", type=Path, default=paths.REPORTS, help="where the report is written")
     p.add_argument("--no-mlflow", action="store_true", help="do not log the report to MLflow")
+    p.add_argument("--figure", metavar="SOURCE:KEY", help="write one chart as a standalone SVG "
+                   "instead (e.g. heldout:arith/pass@1 or train:reward), with --methods and --out")
+    p.add_argument("--methods", nargs="+", default=None, help="methods drawn in --figure")
+    p.add_argument("--out", type=Path, default=None, help="SVG file written by --figure")
     args = p.parse_args()
+    if args.figure:
+        if not args.methods or args.out is None:
+            p.error("--figure needs --methods and --out")
+        from core.io import write_text
+
+        write_text(args.out, figure(collect(args.data_dir), args.figure, args.methods))
+        print(f"wrote {args.out}")
+        return
     agg = report(load(args.params, preset=args.preset), args.out_dir, args.data_dir,
                  track=not args.no_mlflow)
     print(table(agg))

@@ -220,3 +220,19 @@ def test_report_without_mlflow_uses_the_given_folders(tmp_path) -> None:
     data = make_data(tmp_path)
     agg = rep.report(load(preset="ci"), tmp_path / "out", data, track=False)
     assert (tmp_path / "out" / "index.html").exists() and "rlvr" in agg
+
+
+def test_figure_draws_only_the_named_methods_as_a_standalone_svg(tmp_path) -> None:
+    collected = rep.collect(make_data(tmp_path))
+    svg = rep.figure(collected, "heldout:arith/pass@1", ["rlvr", "rlme_long"])
+    assert svg.startswith("<svg") and svg.endswith("</svg>") and "<style>" in svg  # styles inlined
+    lines = re.findall(r'<g class="(m\d+)" opacity="[^"]+"><title>([^<]+)</title>', svg)
+    assert sorted(t for _, t in lines) == ["rlme_long seed 0", "rlvr seed 0", "rlvr seed 1"]
+    assert "reward_hacking" in svg and "entropy" in svg  # both methods' collapse markers
+    assert "random" not in svg and "rlvrr_direct" not in svg
+    with pytest.raises(LookupError, match="nope"):
+        rep.figure(collected, "heldout:arith/pass@1", ["rlvr", "nope"])
+    with pytest.raises(ValueError, match="expected train:<key>"):
+        rep.figure(collected, "arith/pass@1", ["rlvr"])
+    with pytest.raises(LookupError, match="no heldout values"):
+        rep.figure(collected, "heldout:facts/coverage", ["rlvr"])
