@@ -487,14 +487,14 @@ def figure(collected: Collected, chart: str, methods: Sequence[str]) -> str:
     style = ("<style>text{font-family:system-ui,sans-serif} .title{font-size:13px;font-weight:600}"
              " .tick{font-size:10px;fill:#555} .axis{font-size:11px;fill:#333}"
              " .frame{fill:none;stroke:#999} .grid{stroke:#e4e4e4} .event-label{font-size:10px}</style>")
+    # The legend goes in a 16-pixel band added below the chart.
     legend = "".join(
-        f'<rect x="{70 + 150 * i}" y="{302}" width="14" height="4" fill="{PALETTE[i % len(PALETTE)]}"/>'
-        f'<text x="{88 + 150 * i}" y="{308}" class="tick">{html.escape(m)}</text>'
+        f'<rect x="{70 + 150 * i}" y="324" width="14" height="4" fill="{PALETTE[i % len(PALETTE)]}"/>'
+        f'<text x="{88 + 150 * i}" y="330" class="tick">{html.escape(m)}</text>'
         for i, m in enumerate(methods))
     svg = svg.replace('height="320" viewBox="0 0 640 320"', 'height="336" viewBox="0 0 640 336"', 1)
     head, _, rest = svg.partition(">")
-    return head + ">" + style + rest.replace("</svg>", legend.replace('y="302"', 'y="324"')
-                                             .replace('y="308"', 'y="330"') + "</svg>")
+    return head + ">" + style + rest.removesuffix("</svg>") + legend + "</svg>"
 
 
 def build(out_dir: Path = paths.REPORTS, data_dir: Path = paths.DATA,
