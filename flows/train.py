@@ -148,7 +148,7 @@ def train(params: Params, method: str, seed: int) -> dict:
     monitor = CollapseMonitor(CollapseConfig(**params.collapse.model_dump()))
     callback = HeldoutCallback(heldout, g.heldout_every, headline, monitor,
                                best_dir=out / "best", tokenizer=tokenizer, sink=sink,
-                               on_event=on_event)
+                               on_event=on_event, reward_key=plan.monitor_reward or "reward")
     tags = {"reward_method": method, "method_family": family, "task": g.task,
             "reward_version": reward_version(family),
             "seed": str(seed), "git_commit": tracking.git_commit(),

@@ -62,8 +62,11 @@ class HeldoutCallback(TrainerCallback):
     def __init__(self, score_fn: Callable[[object], dict], every: int, headline: str,
                  monitor: CollapseMonitor | None = None, best_dir: Path | None = None,
                  tokenizer=None, sink: Callable[[dict, int], None] | None = None,
-                 on_event: Callable[[CollapseEvent], None] | None = None):
+                 on_event: Callable[[CollapseEvent], None] | None = None,
+                 reward_key: str = "reward"):
         self.score_fn, self.every, self.headline = score_fn, every, headline
+        # The logged key read as the train reward (a hybrid's raw component: MethodPlan.monitor_reward).
+        self._keys = {**_TRAIN_KEYS, "reward": reward_key}
         self.monitor, self.best_dir, self.tokenizer = monitor, best_dir, tokenizer
         self.sink, self.on_event = sink, on_event
         self.history: list[dict] = []
@@ -72,7 +75,7 @@ class HeldoutCallback(TrainerCallback):
     def _train_means(self, state) -> dict[str, float | None]:
         logs = [h for h in state.log_history if self._last_step < h.get("step", -1) <= state.global_step]
         out = {}
-        for name, key in _TRAIN_KEYS.items():
+        for name, key in self._keys.items():
             vals = [h[key] for h in logs if key in h]
             out[name] = sum(vals) / len(vals) if vals else None
         return out

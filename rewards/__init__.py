@@ -52,6 +52,10 @@ class MethodPlan:
     loggers: list[Any] = field(default_factory=list)
     # Chooses the training rows before training (DRO's static pre-filter); None = all rows.
     select_rows: Callable[[list[dict]], list[dict]] | None = None
+    # The logged value the collapse monitor reads as "the train reward"; None = TRL's `reward`.
+    # A sum of batch-standardised components has mean 0 at every step, so a hybrid names the raw
+    # component it could be hacked through (e.g. `hybrid/rlme`, logged with TRL's `log_metric`).
+    monitor_reward: str | None = None
 
 
 def _rlvr(ctx: MethodContext) -> MethodPlan:

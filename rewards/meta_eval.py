@@ -530,7 +530,10 @@ class HybridReward:
 
     ``components`` maps a name to a TRL reward callable; each is called on the same batch, its
     rewards standardised within the batch (``standardize``), and the results summed. The raw
-    components of the last batch are kept in ``last`` for logging.
+    components of the last batch are kept in ``last``, and each raw mean is logged through TRL's
+    ``log_metric`` as ``hybrid/<name>`` (averaged per logging step like TRL's own ``reward``): the
+    summed reward is 0 on average by construction, so these are what a reward curve, and the
+    collapse monitor, read.
     """
 
     def __init__(self, components: Mapping[str, Callable[..., Sequence[float | None]]]) -> None:
@@ -555,10 +558,12 @@ class HybridReward:
                               dtype=float)
                for name, fn in self.components.items()}
         self.last = raw
+        log_metric = kwargs.get("log_metric")
+        if log_metric is not None:
+            for name, v in raw.items():
+                if np.isfinite(v).any():
+                    log_metric(f"hybrid/{name}", float(np.nanmean(v)))
         return [float(r) for r in np.nan_to_num(hybrid_rewards(raw), nan=0.0)]
-
-    def metrics(self) -> dict[str, float]:
-        return {f"hybrid/{name}": float(np.nanmean(v)) for name, v in self.last.items() if v.size}
 
 
 def build(ctx: Any):
@@ -577,5 +582,5 @@ def build(ctx: Any):
     )
     if cfg.hybrid_rlvr:
         hybrid = HybridReward({"rlvr": rlvr_correct, "rlme": reward})
-        return MethodPlan([hybrid], loggers=[hybrid, reward])
+        return MethodPlan([hybrid], loggers=[reward], monitor_reward="hybrid/rlme")
     return MethodPlan([reward], loggers=[reward])

@@ -120,3 +120,28 @@ def test_a_checkpoint_without_state_restarts_the_history_and_says_so(tmp_path, c
     cb = _callback(tmp_path)
     assert cb.restore(tmp_path / "checkpoint-4") is False
     assert cb.history == [] and "held-out history restarts" in caplog.text
+
+
+def test_the_monitor_reads_a_hybrid_raw_component(tmp_path):
+    """A hybrid's summed reward is 0 on average (batch-standardised components); the monitor
+    reads the raw component it is told to (`MethodPlan.monitor_reward`), so hacking through it is
+    seen as 'reward holds', and the flat sum is not what it compares."""
+    def drive(reward_key):
+        cb = HeldoutCallback(lambda model: {"arith/pass@1": cb.next_score}, every=2,
+                             headline="arith/pass@1",
+                             monitor=CollapseMonitor(CollapseConfig(patience=2, min_drop=0.1)),
+                             reward_key=reward_key)
+        args = SimpleNamespace(output_dir=str(tmp_path))
+        for step in SCORES:
+            # TRL's summed reward drifts slightly down; the raw component rises.
+            logs = [{"step": step, "reward": -0.01 * step, "hybrid/rlme": REWARDS[step]}]
+            state = SimpleNamespace(global_step=step, log_history=logs)
+            control = SimpleNamespace(should_save=False, should_training_stop=False)
+            cb.next_score = SCORES[step]
+            (cb.on_train_begin if step == 0 else cb.on_step_end)(args, state, control, model=FakeModel())
+        return cb
+
+    raw = drive("hybrid/rlme")
+    assert [h["train/reward"] for h in raw.history[1:]] == [REWARDS[s] for s in list(SCORES)[1:]]
+    assert [h["step"] for h in raw.history if h.get("events") == ["reward_hacking"]] == [8]
+    assert not any(h.get("events") for h in drive("reward").history)

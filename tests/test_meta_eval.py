@@ -168,6 +168,23 @@ def test_standardize_and_hybrid() -> None:
         hybrid_rewards({"rlvr": [1.0, 0.0], "rlme": [1.0]})
 
 
+def test_hybrid_logs_raw_component_means() -> None:
+    from rewards.meta_eval import HybridReward
+
+    logged: dict[str, float] = {}
+    rlme = [-1.0, -2.0, -4.0, -3.0]
+    hybrid = HybridReward({"rlvr": lambda prompts, completions, **kw: [1.0, 0.0, 0.0, 0.0],
+                           "rlme": lambda prompts, completions, **kw: rlme})
+    log = {"log_metric": lambda name, value: logged.__setitem__(name, value)}
+    out = hybrid(["p"] * 4, ["c"] * 4, **log)
+    assert logged == {"hybrid/rlvr": 0.25, "hybrid/rlme": -2.5}
+    assert abs(sum(out)) < 1e-9  # the summed, standardised reward itself is flat on average
+    rlme[2] = None  # a completion the component could not score is left out of its mean
+    hybrid(["p"] * 4, ["c"] * 4, **log)
+    assert logged["hybrid/rlme"] == -2.0
+    assert hybrid(["p"] * 4, ["c"] * 4)  # without TRL's log_metric it still scores
+
+
 # ---------------------------------------------------------------- model-dependent parts
 
 

@@ -78,6 +78,9 @@ def test_rlme_variants_train_two_steps(micro, method):
     lp = reward.last_logprobs
     assert lp.shape[0] == len(reward.evaluators) and (lp <= 0).all()
     assert any(k.endswith("_prob") for k in reward.metrics())
+    if method == "rlvr_rlme":  # the collapse monitor reads the raw meta-evaluation reward
+        assert plan.monitor_reward == "hybrid/rlme"
+        assert all("hybrid/rlme" in c for c in curve)
 
 
 def test_missing_evaluator_path_fails_before_training(micro, tmp_path):
