@@ -58,12 +58,30 @@ class CounterfactualWorld(Strict):
     n_test: int = Field(ge=1)
 
 
+SolutionKind = Literal["correct", "sloppy", "slip", "cut", "chain_break", "wrong_operand",
+                      "wrong_start", "missing_step"]
+
+
+class EvaluatorWorld(Strict):
+    per_problem: int = Field(default=1, ge=1)
+    kinds: dict[SolutionKind, float] = Field(
+        default_factory=lambda: {"correct": 45, "sloppy": 25, "slip": 20, "cut": 10})
+
+    @field_validator("kinds")
+    @classmethod
+    def _positive(cls, v: dict[str, float]) -> dict[str, float]:
+        if not v or any(w < 0 for w in v.values()) or sum(v.values()) <= 0:
+            raise ValueError("kinds needs non-negative weights with a positive sum")
+        return v
+
+
 class World(Strict):
     seed: int
     arith: ArithWorld
     facts: FactsWorld
     pairs: PairsWorld
     counterfactual: CounterfactualWorld
+    evaluator: EvaluatorWorld = Field(default_factory=lambda: EvaluatorWorld())
 
 
 class ExternalData(Strict):
@@ -94,6 +112,7 @@ class SftRoles(Strict):
     learning_rate: float = Field(gt=0)
     warmup_steps: int = Field(ge=0)
     mix: dict[SftFamily, float]
+    loss_norm: Literal["token", "example"] = "token"
 
 
 class SFT(Strict):

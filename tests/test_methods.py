@@ -150,3 +150,87 @@ def test_world_writes_role_families(tmp_path):
     assert counts["evaluator_train"] == counts["rubricator_train"] == p.world.arith.n_train
     rows = read_jsonl(tmp_path / "evaluator_train.jsonl")
     assert {r["label"] for r in rows} == {"YES", "NO"}
+    assert len({r["id"] for r in rows}) == len(rows)
+
+
+ALL_KINDS = {k: 1.0 for k in roles.KINDS}
+
+
+def test_evaluator_kinds_are_labelled_exactly():
+    """Every evaluator solution kind is the error it names, and only `correct` is sound."""
+    from rewards.evolving_rubrics import parse_steps
+    from rewards.verifiable import rlvr_score
+
+    ref = parse_steps(ROW["reference"])
+    seen = set()
+    rng = random.Random(5)
+    for _ in range(2000):
+        kind, text, ok = roles.solution_variant(rng, ROW, ALL_KINDS)
+        seen.add(kind)
+        steps = parse_steps(text)
+        assert ok == (kind == "correct")
+        assert all(c >= 0 for *_, c in steps) or kind == "slip"
+        chained = all(n[0] == p[3] for p, n in zip(steps, steps[1:]))
+        if kind == "correct":
+            assert text == ROW["reference"] and rlvr_score(text, ROW["answer"]) == 1.0
+        elif kind == "cut":
+            assert "boxed" not in text
+        elif kind == "chain_break":
+            assert not chained and len(steps) == len(ref)
+        elif kind == "wrong_start":
+            assert chained and steps[0][0] != ref[0][0] and [s[1:3] for s in steps] == [s[1:3] for s in ref]
+        elif kind == "wrong_operand":
+            assert chained and steps[0][0] == ref[0][0]
+            assert sum(s[2] != r[2] for s, r in zip(steps, ref)) == 1
+        elif kind == "missing_step":
+            assert chained and len(steps) == len(ref) - 1 and steps[0][0] == ref[0][0]
+        if kind not in ("correct", "sloppy", "cut"):  # the box holds the chain's last value
+            assert text.endswith(f"\\boxed{{{steps[-1][3]}}}.")
+    assert seen == set(roles.KINDS)
+
+
+def test_one_step_problems_fall_back_to_a_slip():
+    one = {**ROW, "answer": "4", "reference": " 13 - 9 = 4. The answer is \\boxed{4}."}
+    rng = random.Random(0)
+    for _ in range(300):
+        kind, text, _ = roles.solution_variant(rng, one, ALL_KINDS)
+        assert kind in ("correct", "sloppy", "slip", "cut", "wrong_start", "wrong_operand")
+
+
+def _digest(rows) -> str:
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def test_role_rows_are_unchanged_by_default():
+    """Golden: with the default (v1) kinds, 200 evaluator and 200 rubricator rows hash as they did
+    before the extra kinds existed, so the default base model's SFT data did not move."""
+    rng = random.Random(11)
+    assert _digest([roles.rubricator_row(rng, ROW) for _ in range(200)]) == "8d200dbee76a0fe9"
+    rng = random.Random(11)
+    assert _digest([roles.evaluator_row(rng, ROW) for _ in range(200)]) == "59cb72fc16f537af"
+
+
+def test_evaluator_kinds_and_rows_per_problem_from_params(tmp_path):
+    from world import generate_world
+
+    p = load(preset="ci")
+    world = p.world.model_copy(update={"evaluator": p.world.evaluator.model_copy(
+        update={"per_problem": 3, "kinds": {"wrong_start": 1.0, "missing_step": 1.0}})})
+    counts = generate_world(world, tmp_path)
+    assert counts["evaluator_train"] == 3 * p.world.arith.n_train
+    rows = read_jsonl(tmp_path / "evaluator_train.jsonl")
+    assert len({r["id"] for r in rows}) == len(rows)
+    # one-step problems fall back to a slip; every other row is one of the two kinds asked for
+    assert {r["kind"] for r in rows} <= {"wrong_start", "missing_step", "slip"}
+    assert {r["kind"] for r in rows} >= {"wrong_start", "missing_step"}
+
+
+@pytest.mark.parametrize("kinds, message", [({"typo": 1.0}, "typo"), ({"slip": -1.0}, "non-negative")])
+def test_bad_evaluator_kinds_are_named(kinds, message):
+    raw = load().model_dump()
+    raw["world"]["evaluator"]["kinds"] = kinds
+    with pytest.raises(ParamsError, match=message):
+        validate(raw)

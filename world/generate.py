@@ -44,10 +44,13 @@ def generate_world(cfg, out_dir: str | Path) -> dict[str, int]:
     made = {}
     for (family, split), make in jobs.items():
         made[(family, split)] = make(_rng(cfg.seed, family, split))
-    # Role families (SFT only): one example per arith train problem.
-    for family, make in (("evaluator", roles.evaluator_row), ("rubricator", roles.rubricator_row)):
+    # Role families (SFT only): examples per arith train problem (the evaluator may have several).
+    ev = cfg.evaluator
+    for family, make, per in (
+            ("evaluator", lambda r, row: roles.evaluator_row(r, row, ev.kinds), ev.per_problem),
+            ("rubricator", roles.rubricator_row, 1)):
         made[(family, "train")] = roles.generate(_rng(cfg.seed, family, "train"),
-                                                 made[("arith", "train")], make)
+                                                 made[("arith", "train")], make, per)
     counts = {}
     for (family, split), rows in made.items():
         write_jsonl(out_dir / f"{family}_{split}.jsonl", rows)

@@ -11,8 +11,10 @@ The base model learns these roles in SFT so that every label-free method runs wi
 
 Solutions shown to both roles are drawn from the mistakes a small model makes on `arith`: correct,
 a wrong number in the box (the "sloppy" demonstrations), an arithmetic slip carried through the
-later steps, a solution cut off before its box. Answers follow from the solution's text and the gold
-answer only, so the labels are exact.
+later steps, a solution cut off before its box. `world.evaluator.kinds` can add chains whose every
+step is right but which do not solve the problem (a broken chain, a wrong operand or start, a
+skipped step) and `world.evaluator.per_problem` several examples per problem; the defaults keep the
+v1 rows. Answers follow from the solution's text and the gold answer only, so the labels are exact.
 """
 
 from __future__ import annotations
@@ -55,11 +57,55 @@ def _text(steps: list[tuple[int, str, int, int]], boxed: int | None) -> str:
     return " " + body + ("" if boxed is None else f" The answer is \\boxed{{{boxed}}}.")
 
 
-def solution_variant(rng: random.Random, row: dict) -> tuple[str, str, bool]:
-    """(kind, solution text, reasoning ok) for an `arith` row: correct | sloppy | slip | cut."""
+# Kinds of solution and their default sampling weights (the rubricator's and, unless
+# `world.evaluator.kinds` says otherwise, the evaluator's: these rows are unchanged since v1).
+V1_KINDS = {"correct": 45, "sloppy": 25, "slip": 20, "cut": 10}
+# Every kind `solution_variant` can make. Beyond v1: the ways a small model's chain goes wrong
+# while every step's arithmetic is right (a broken chain, a wrong operand or start, a skipped
+# step), which is what an RL policy drifts into when a weak evaluator rewards it (issue 4: chains
+# such as "0 * 2 = 0." boxing 0).
+KINDS = ("correct", "sloppy", "slip", "cut", "chain_break", "wrong_operand", "wrong_start",
+         "missing_step")
+
+
+def _carry(steps: list[tuple[int, str, int, int]], i: int, *, a: int | None = None,
+           b: int | None = None, c_delta: int = 0) -> list[tuple[int, str, int, int]]:
+    """`steps` with step i changed (first operand `a`, operand `b`, or its result off by
+    `c_delta`); every later step starts from the changed value and computes correctly."""
+    out, value = [], None
+    for j, (a0, op, b0, c) in enumerate(steps):
+        if j == i and (a is not None or b is not None):
+            a0, b0 = (a0 if a is None else a), (b0 if b is None else b)
+            value = a0
+        if value is not None:
+            a0 = value
+            c = _OPS[op](a0, b0) if op != "/" or a0 % b0 == 0 else a0 // b0
+        if j == i and c_delta:
+            c = max(0, c + c_delta)
+            c = c if c != steps[j][3] else c + 1
+        out.append((a0, op, b0, c))
+        value = c
+    return out
+
+
+def _other(rng: random.Random, value: int, low: int = 0) -> int:
+    """A number near `value` but different from it, at least `low`."""
+    v = value + rng.choice([-3, -2, -1, 1, 2, 3, 5, 10])
+    return v if v >= low and v != value else value + 1
+
+
+def solution_variant(rng: random.Random, row: dict,
+                     kinds: dict[str, float] = V1_KINDS) -> tuple[str, str, bool]:
+    """(kind, solution text, reasoning ok) for an `arith` row, the kind drawn by `kinds` weights.
+
+    correct | sloppy (a wrong number in the box) | slip (one result off, carried on) | cut (no
+    box) | chain_break (a step ignores the previous result) | wrong_operand | wrong_start |
+    missing_step. Only `correct` has sound reasoning; whether the boxed answer is right is read
+    from the text by the caller.
+    """
     steps = _steps(row["reference"])
     gold = int(row["answer"])
-    kind = rng.choices(["correct", "sloppy", "slip", "cut"], weights=[45, 25, 20, 10])[0]
+    kind = rng.choices(list(kinds), weights=list(kinds.values()))[0]
     if kind == "correct":
         return kind, _text(steps, gold), True
     if kind == "sloppy":
@@ -68,24 +114,35 @@ def solution_variant(rng: random.Random, row: dict) -> tuple[str, str, bool]:
         return kind, _text(steps, rng.choice(wrong)), False
     if kind == "cut":
         return kind, _text(steps[: rng.randint(1, len(steps))], None), False
-    # slip: one step's result is off; later steps carry the wrong value correctly.
-    i = rng.randrange(len(steps))
-    out, value = [], None
-    for j, (a, op, b, c) in enumerate(steps):
-        if value is not None:
-            a = value
-            c = _OPS[op](a, b) if op != "/" or a % b == 0 else a // b
-        if j == i:
-            c = max(0, c + rng.choice([-3, -2, -1, 1, 2, 3]))
-            c = c if c != steps[j][3] else c + 1
-        out.append((a, op, b, c))
-        value = c
-    return kind, _text(out, value), False
+    if kind == "slip":
+        i = rng.randrange(len(steps))
+        out = _carry(steps, i, c_delta=rng.choice([-3, -2, -1, 1, 2, 3]))
+    elif kind == "wrong_start":
+        out = _carry(steps, 0, a=_other(rng, steps[0][0], low=1))
+    elif kind == "wrong_operand":
+        i = rng.randrange(len(steps))
+        op, b = steps[i][1], steps[i][2]
+        new_b = rng.choice([d for d in (2, 3, 4) if d != b]) if op in "*/" else _other(rng, b, low=1)
+        out = _carry(steps, i, b=new_b)
+    elif kind == "chain_break" and len(steps) > 1:
+        i = rng.randrange(1, len(steps))
+        out = _carry(steps, i, a=_other(rng, steps[i][0]))
+    elif kind == "missing_step" and len(steps) > 1:
+        i = rng.randrange(1, len(steps))
+        out = _carry(steps[:i] + steps[i + 1:], i, a=steps[i][0]) if i < len(steps) - 1 \
+            else steps[:i]
+    else:
+        out = []
+    # No chain to break or step to skip, or a changed operand made a result negative: a slip
+    # instead (a slip keeps its rare negative results: the rubricator rows have them since v1).
+    if not out or (kind != "slip" and min(c for *_, c in out) < 0):
+        kind, out = "slip", _carry(steps, 0, c_delta=rng.choice([-2, -1, 1, 2]))
+    return kind, _text(out, out[-1][3]), False
 
 
-def evaluator_row(rng: random.Random, row: dict) -> dict:
+def evaluator_row(rng: random.Random, row: dict, kinds: dict[str, float] = V1_KINDS) -> dict:
     """One evaluator example built from an `arith` row (prompt/demonstration like every family)."""
-    kind, solution, process_ok = solution_variant(rng, row)
+    kind, solution, process_ok = solution_variant(rng, row, kinds)
     question = rng.choices([Q_CORRECT, Q_PROCESS, Q_SHORT], weights=[60, 25, 15])[0]
     boxed = re.findall(r"\\boxed\{(\d+)\}", solution)
     correct = bool(boxed) and int(boxed[-1]) == int(row["answer"])
@@ -113,6 +170,12 @@ def rubricator_row(rng: random.Random, row: dict) -> dict:
             "demonstration": " " + json.dumps(rubrics)}
 
 
-def generate(rng: random.Random, arith_rows: list[dict], make) -> list[dict]:
-    """One role example per `arith` row, in order."""
-    return [make(rng, r) for r in arith_rows]
+def generate(rng: random.Random, arith_rows: list[dict], make, per_row: int = 1) -> list[dict]:
+    """`per_row` role examples per `arith` row, in order; ids stay unique (`-1`, `-2`, ... after
+    the first)."""
+    out = []
+    for r in arith_rows:
+        for n in range(per_row):
+            row = make(rng, r)
+            out.append(row if n == 0 else {**row, "id": f"{row['id']}-{n}"})
+    return out
