@@ -113,10 +113,50 @@ def corpus(prepared: Path) -> list[str]:
     return texts
 
 
+def example_mean_nll(logits, labels):
+    """Mean over examples of each example's mean token NLL (labels -100 are ignored; an example
+    without a label token does not count).
+
+    TRL's SFT loss averages over every completion token in the batch, so an example weighs as
+    much as its completion is long: in the role phase a YES/NO evaluator verdict (2 tokens) next
+    to ~40-token solutions and ~120-token GenRM answers got about 2% of the gradient, and the
+    evaluator learned nothing but "no box -> NO" (issue 4). Averaging per example first makes
+    the mix weights the share each family gets.
+    """
+    import torch.nn.functional as F
+
+    targets = labels[:, 1:]
+    mask = targets != -100
+    nll = F.cross_entropy(logits[:, :-1].transpose(1, 2).float(), targets, ignore_index=-100,
+                          reduction="none")
+    counts = mask.sum(1)
+    keep = counts > 0
+    return (nll.sum(1)[keep] / counts[keep]).mean()
+
+
+def _trainer_class(loss_norm: str):
+    """TRL's SFTTrainer, or a subclass whose loss is `example_mean_nll` (`loss_norm: example`)."""
+    from trl import SFTTrainer
+
+    if loss_norm == "token":
+        return SFTTrainer
+
+    class ExampleMeanSFTTrainer(SFTTrainer):
+        # TRL 1.16 deprecates `compute_loss_func` in favour of overriding `compute_loss`. One
+        # forward pass; TRL's token entropy/accuracy logs are left out.
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            labels = inputs["labels"]
+            outputs = model(**{k: v for k, v in inputs.items() if k != "labels"}, use_cache=False)
+            loss = example_mean_nll(outputs.logits, labels)
+            return (loss, outputs) if return_outputs else loss
+
+    return ExampleMeanSFTTrainer
+
+
 def _sft(model, tokenizer, rows: list[dict], phase, cfg, seed: int, work_dir: Path):
     """One SFT phase with TRL's SFTTrainer (loss on the completion only)."""
     from datasets import Dataset
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTConfig
 
     args = SFTConfig(
         output_dir=str(work_dir), max_steps=phase.steps,
@@ -127,8 +167,9 @@ def _sft(model, tokenizer, rows: list[dict], phase, cfg, seed: int, work_dir: Pa
         max_length=cfg.arch.max_positions, completion_only_loss=True,
         dataloader_num_workers=0, disable_tqdm=True, gradient_checkpointing=False,
     )
-    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows),
-                         processing_class=tokenizer)
+    trainer_cls = _trainer_class(getattr(phase, "loss_norm", "token"))
+    trainer = trainer_cls(model=model, args=args, train_dataset=Dataset.from_list(rows),
+                          processing_class=tokenizer)
     result = trainer.train()
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     return trainer.model, {"final_loss": losses[-1] if losses else None,
