@@ -7,6 +7,7 @@ depends on it; the file store is gone since 3.13). `MLFLOW_TRACKING_URI` overrid
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import subprocess
@@ -33,8 +34,13 @@ def setup() -> None:
     (ROOT / "mlflow").mkdir(exist_ok=True)
     mlflow.set_tracking_uri(uri)
     name = os.environ["MLFLOW_EXPERIMENT_NAME"]
-    if mlflow.get_experiment_by_name(name) is None:
-        mlflow.create_experiment(name, artifact_location=(ROOT / "mlflow" / "artifacts").as_uri())
+    # One process at a time creates the sqlite schema and the experiment: two stages started
+    # together on a fresh clone (two trainings, a Prefect pool) otherwise race, and the loser
+    # fails with "table experiments already exists".
+    with open(ROOT / "mlflow" / ".setup.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if mlflow.get_experiment_by_name(name) is None:
+            mlflow.create_experiment(name, artifact_location=(ROOT / "mlflow" / "artifacts").as_uri())
     mlflow.set_experiment(name)
 
 
