@@ -115,6 +115,12 @@ class SftRoles(Strict):
     loss_norm: Literal["token", "example"] = "token"
 
 
+class SftJudge(Strict):
+    steps: int = Field(ge=1)
+    learning_rate: float = Field(gt=0)
+    warmup_steps: int = Field(ge=0)
+
+
 class SFT(Strict):
     steps: int = Field(ge=1)
     batch_size: int = Field(ge=1)
@@ -129,6 +135,7 @@ class BaseModelParams(Strict):
     vocab_size: int = Field(ge=300)
     arch: Arch
     sft: SFT
+    judge: SftJudge | None = None
 
 
 class GRPO(Strict):

@@ -19,8 +19,12 @@ from rewards.verifiable import extract_boxed, rlvr_score
 
 def self_eval_auroc(model, tokenizer, rows: list[dict], rlme_cfg, *, k: int = 2,
                     temperature: float = 1.0, max_new_tokens: int = 64, batch_size: int = 64,
-                    seed: int = 0) -> dict[str, float]:
-    """AUROC of the policy's P(target | evaluator prompt) against correctness, per meta-question."""
+                    seed: int = 0, judge=None, prefix: str = "self_eval") -> dict[str, float]:
+    """AUROC of the policy's P(target | evaluator prompt) against correctness, per meta-question.
+
+    `judge` = (model, tokenizer) scores the policy's solutions instead of the policy itself (an
+    external evaluator, e.g. `flows.build_judge`); metrics are named `<prefix>/...`.
+    """
     from sklearn.metrics import roc_auc_score
 
     samples = generate(model, tokenizer, [r["prompt"] for r in rows], num_samples=k,
@@ -28,7 +32,8 @@ def self_eval_auroc(model, tokenizer, rows: list[dict], rlme_cfg, *, k: int = 2,
                        batch_size=batch_size, seed=seed)
     pairs = [(r, s) for r, ss in zip(rows, samples) for s in ss]
     correct = np.array([rlvr_score(s, r["answer"]) for r, s in pairs])
-    out = {"self_eval/correct_rate": float(correct.mean()), "self_eval/n": float(len(pairs))}
+    out = {f"{prefix}/correct_rate": float(correct.mean()), f"{prefix}/n": float(len(pairs))}
+    model, tokenizer = judge or (model, tokenizer)
     end = rlme_cfg.end_marker if rlme_cfg.end_marker is not None else (tokenizer.eos_token or "")
     model.eval()
     for q_index, q in enumerate(rlme_cfg.questions):
@@ -39,7 +44,7 @@ def self_eval_auroc(model, tokenizer, rows: list[dict], rlme_cfg, *, k: int = 2,
         with torch.no_grad():
             lp = torch.cat([target_logprobs(model, tokenizer, prompts[i:i + batch_size], q.target + end)
                             for i in range(0, len(prompts), batch_size)]).numpy()
-        out[f"self_eval/p_target_q{q_index}"] = float(np.exp(lp).mean())
+        out[f"{prefix}/p_target_q{q_index}"] = float(np.exp(lp).mean())
         if 0 < correct.sum() < len(correct):
-            out[f"self_eval/auroc_q{q_index}"] = float(roc_auc_score(correct, lp))
+            out[f"{prefix}/auroc_q{q_index}"] = float(roc_auc_score(correct, lp))
     return out

@@ -233,3 +233,31 @@ def train_base(prepared: Path, out_dir: Path, cfg, seed: int, work_dir: Path) ->
             "vocab_size": len(tokenizer), "sft_steps": cfg.sft.steps,
             "role_steps": roles.steps if roles is not None else 0,
             "final_loss": last.get("final_loss"), "phases": info}
+
+
+def train_judge(prepared: Path, base_dir: Path, out_dir: Path, cfg, seed: int, work_dir: Path) -> dict:
+    """The tiny world's judge: a copy of the base fine-tuned on `world.roles.judge_rows` alone
+    (`base_model.judge`: steps, learning rate, warm-up; batch size of `base_model.sft`).
+
+    An external RLME evaluator (a model directory): it forgets how to solve problems, which a
+    judge does not need, and learns to catch a wrong box. Every arith train problem gives its
+    rows; the SFT stream samples them with replacement, seeded.
+    """
+    import torch
+
+    from models.policy import load_policy
+    from world import roles
+
+    rng = random.Random(seed)
+    pool = [(e["prompt"], e["demonstration"]) for r in read_jsonl(prepared / "arith_train.jsonl")
+            for e in roles.judge_rows(rng, r)]
+    judge = cfg.judge
+    rows = [dict(zip(("prompt", "completion"), rng.choice(pool)))
+            for _ in range(judge.steps * cfg.sft.batch_size)]
+    torch.manual_seed(seed)
+    model, tokenizer = load_policy(base_dir, for_training=True)
+    model, info = _sft(model, tokenizer, rows, judge, cfg, seed, Path(work_dir))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    return {"steps": judge.steps, "rows": len(pool), **info}

@@ -422,6 +422,10 @@ class MetaEvalReward:
                 f"evaluator {ev.name!r}: model directory {ev.source!r} does not exist "
                 f"(use 'live', 'frozen' or a local directory holding a transformers model)"
             )
+        if not os.path.isfile(os.path.join(ev.source, "config.json")):
+            raise FileNotFoundError(
+                f"evaluator {ev.name!r}: {ev.source!r} holds no transformers model (no config.json)"
+            )
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         model = AutoModelForCausalLM.from_pretrained(ev.source, local_files_only=True).eval()

@@ -286,6 +286,15 @@ def test_nonexistent_evaluator_path_fails_at_construction(
         _reward(policy, tokenizer, evaluators=[Evaluator("judge", missing)])
 
 
+def test_evaluator_folder_without_a_model_fails_at_construction(
+    policy: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast, tmp_path: object
+) -> None:
+    empty = tmp_path / "judge_model"  # type: ignore[operator]
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError, match=r"evaluator 'judge'.*judge_model.*no config.json"):
+        _reward(policy, tokenizer, evaluators=[Evaluator("judge", str(empty))])
+
+
 def test_unknown_template_placeholder_fails_at_construction(
     policy: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast
 ) -> None:

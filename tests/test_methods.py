@@ -234,3 +234,33 @@ def test_bad_evaluator_kinds_are_named(kinds, message):
     raw["world"]["evaluator"]["kinds"] = kinds
     with pytest.raises(ParamsError, match=message):
         validate(raw)
+
+
+def test_judge_rows_are_a_minimal_pair_and_labelled_exactly():
+    from rewards.evolving_rubrics import parse_steps
+
+    rng = random.Random(4)
+    sizes = set()
+    for _ in range(200):
+        rows = roles.judge_rows(rng, ROW)
+        sizes.add(len(rows))
+        assert all(r["question"] == roles.Q_CORRECT and r["prompt"].endswith("\nAnswer:") for r in rows)
+        solutions = [r["prompt"][len(ROW["prompt"]):].split("\nLength:")[0] for r in rows]
+        assert [r["label"] for r in rows[:2]] == ["YES", "NO"]
+        for r, solution in zip(rows, solutions):  # a wrong chain may still box the gold answer
+            assert (r["label"] == "YES") == solution.endswith("\\boxed{12}.")
+        assert solutions[0] == ROW["reference"]
+        # the pair differs only in the box: same steps, another number boxed
+        assert parse_steps(solutions[1]) == parse_steps(solutions[0]) and solutions[1] != solutions[0]
+        assert len({r["id"] for r in rows}) == len(rows)
+    assert sizes == {2, 3}
+
+
+def test_build_judge_refuses_a_real_base_model(monkeypatch):
+    from flows.build_judge import build_judge
+
+    p = load()
+    real = p.model_copy(update={"base_model": p.base_model.model_copy(update={"path": "/models/qwen"})})
+    with pytest.raises(ParamsError, match="your own judge"):
+        build_judge(real)
+    assert p.method_config("rlme_judge")[1].evaluators[0].source == "data/judge_model"

@@ -83,6 +83,29 @@ def test_rlme_variants_train_two_steps(micro, method):
         assert all("hybrid/rlme" in c for c in curve)
 
 
+def test_judge_built_and_used_as_an_external_evaluator(micro):
+    """The tiny world's judge trains on its own rows, then rlme_judge runs two GRPO steps with it."""
+    from models import grpo
+    from models.policy import load_policy
+    from models.tiny import train_judge
+
+    p, d, _ = micro
+    info = train_judge(d / "prepared", d / "base", d / "judge", p.base_model, p.seed,
+                       work_dir=d / "judge-work")
+    assert info["steps"] == p.base_model.judge.steps and info["rows"] >= 2 * p.world.arith.n_train
+    raw = p.model_dump()
+    raw["variants"]["rlme_judge"]["reward"]["evaluators"][0]["source"] = str(d / "judge")
+    from core.params import validate
+
+    q = validate(raw)
+    model, tok = load_policy(d / "base", for_training=True)
+    plan = make_plan(q, "rlme_judge", q.seed, model, tok, prepared=d / "prepared")
+    history = grpo.train(d / "base", task_rows(d / "prepared", "arith"), plan, q.method_grpo("rlme_judge"),
+                         seed=q.seed, output_dir=d / "ckpt-judge", model=model, tokenizer=tok)
+    assert [c["step"] for c in curves(history)] == [1, 2]
+    assert "rlme/judge_q0_prob" in plan.loggers[-1].metrics()
+
+
 def test_missing_evaluator_path_fails_before_training(micro, tmp_path):
     p, d, _ = micro
     raw = p.model_dump()

@@ -156,6 +156,35 @@ def evaluator_row(rng: random.Random, row: dict, kinds: dict[str, float] = V1_KI
             "label": "YES" if yes else "NO", "demonstration": "YES" if yes else "NO"}
 
 
+# The judge's other wrong chains (beside the minimal pair), by weight.
+JUDGE_OTHER_KINDS = {"slip": 1.0, "chain_break": 0.3, "wrong_start": 0.3, "wrong_operand": 0.3,
+                     "cut": 0.2}
+
+
+def judge_rows(rng: random.Random, row: dict) -> list[dict]:
+    """The judge's examples for one `arith` problem, all asking "Is the answer correct?".
+
+    A minimal pair, the correct solution (YES) and the same steps with a wrong number boxed (NO),
+    so the only thing that tells them apart is the box against the last step; and half the time
+    one more wrong chain (NO). Trained on these alone (`flows.build_judge`), a copy of the tiny
+    base learns to catch a wrong box, which the base itself, trained on every role at once, does
+    not (issue 4).
+    """
+    steps = _steps(row["reference"])
+    solutions = [_text(steps, int(row["answer"])), solution_variant(rng, row, {"sloppy": 1})[1]]
+    if rng.random() < 0.5:
+        solutions.append(solution_variant(rng, row, JUDGE_OTHER_KINDS)[1])
+    out = []
+    for n, solution in enumerate(solutions):
+        yes = solution.endswith(f"\\boxed{{{row['answer']}}}.")
+        prompt = EVALUATOR_TEMPLATE.format(problem=row["prompt"], solution=solution,
+                                           length=len(solution), anchor="", question=Q_CORRECT)
+        out.append({"id": row["id"].replace("arith", "judge", 1) + f"-{n}", "family": "judge",
+                    "split": row["split"], "prompt": prompt, "question": Q_CORRECT,
+                    "label": "YES" if yes else "NO", "demonstration": "YES" if yes else "NO"})
+    return out
+
+
 def rubricator_row(rng: random.Random, row: dict) -> dict:
     """One rubricator example: the problem, one solution, 2-3 random rubrics as JSON."""
     kind, solution, _ = solution_variant(rng, row)
