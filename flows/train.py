@@ -79,7 +79,7 @@ def _prepare_output(out: Path, digest: str) -> None:
 
 
 # Prefixes of the metrics a method's trainer logs itself (DRO gates, RLCER roles, ...).
-_METHOD_LOGS = ("dro", "rlcer", "rlme", "rlvrr", "genrm")
+_METHOD_LOGS = ("dro", "rlcer", "rlme", "rlvrr", "genrm", "hybrid")
 
 
 def curves(history: list[dict]) -> list[dict]:
