@@ -119,6 +119,8 @@ class SftJudge(Strict):
     steps: int = Field(ge=1)
     learning_rate: float = Field(gt=0)
     warmup_steps: int = Field(ge=0)
+    seed: int = 0
+    loss_norm: Literal["token", "example"] = "example"
 
 
 class SFT(Strict):

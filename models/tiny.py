@@ -119,9 +119,9 @@ def example_mean_nll(logits, labels):
 
     TRL's SFT loss averages over every completion token in the batch, so an example weighs as
     much as its completion is long: in the role phase a YES/NO evaluator verdict (2 tokens) next
-    to ~40-token solutions and ~120-token GenRM answers got about 2% of the gradient, and the
-    evaluator learned nothing but "no box -> NO" (issue 4). Averaging per example first makes
-    the mix weights the share each family gets.
+    to ~40-token solutions and ~120-token GenRM answers got about 2% of the gradient. Averaging
+    per example first makes the mix weights the share each family gets (on its own that did not
+    teach the tiny evaluator to check the box: README, issue 4).
     """
     import torch.nn.functional as F
 
@@ -241,7 +241,9 @@ def train_judge(prepared: Path, base_dir: Path, out_dir: Path, cfg, seed: int, w
 
     An external RLME evaluator (a model directory): it forgets how to solve problems, which a
     judge does not need, and learns to catch a wrong box. Every arith train problem gives its
-    rows; the SFT stream samples them with replacement, seeded.
+    rows (drawn with `seed`); the SFT stream samples them with replacement and trains with
+    `judge.seed`. Whether 1200 steps learn the comparison depends on that seed (issue 4: seed 0
+    did not, seed 3 did), which is why it is a parameter.
     """
     import torch
 
@@ -254,9 +256,10 @@ def train_judge(prepared: Path, base_dir: Path, out_dir: Path, cfg, seed: int, w
     judge = cfg.judge
     rows = [dict(zip(("prompt", "completion"), rng.choice(pool)))
             for _ in range(judge.steps * cfg.sft.batch_size)]
-    torch.manual_seed(seed)
+    rng.shuffle(rows)
+    torch.manual_seed(judge.seed)
     model, tokenizer = load_policy(base_dir, for_training=True)
-    model, info = _sft(model, tokenizer, rows, judge, cfg, seed, Path(work_dir))
+    model, info = _sft(model, tokenizer, rows, judge, cfg, judge.seed, Path(work_dir))
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
