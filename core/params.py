@@ -104,7 +104,7 @@ class Arch(Strict):
     max_positions: int
 
 
-SftFamily = Literal["arith", "facts", "genrm", "evaluator", "rubricator"]
+SftFamily = Literal["arith", "facts", "genrm", "evaluator", "rubricator", "judge"]
 
 
 class SftRoles(Strict):

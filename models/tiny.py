@@ -69,6 +69,7 @@ SFT_FAMILIES: dict[str, tuple[str, Callable[[dict], tuple[str, str]]]] = {
     "genrm": ("pairs", lambda r: (r["prompt"], r["demonstration"])),
     "evaluator": ("evaluator", lambda r: (r["prompt"], r["demonstration"])),
     "rubricator": ("rubricator", lambda r: (r["prompt"], r["demonstration"])),
+    "judge": ("judge", lambda r: (r["prompt"], r["demonstration"])),
 }
 
 

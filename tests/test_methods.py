@@ -151,6 +151,28 @@ def test_world_writes_role_families(tmp_path):
     rows = read_jsonl(tmp_path / "evaluator_train.jsonl")
     assert {r["label"] for r in rows} == {"YES", "NO"}
     assert len({r["id"] for r in rows}) == len(rows)
+    # the judge's minimal pairs: 2-3 rows per problem, labelled by the box against the gold answer
+    judge = read_jsonl(tmp_path / "judge_train.jsonl")
+    assert 2 * p.world.arith.n_train <= counts["judge_train"] == len(judge) <= 3 * p.world.arith.n_train
+    gold = {r["id"]: r["answer"] for r in read_jsonl(tmp_path / "arith_train.jsonl")}
+    for r in judge:
+        answer = gold[r["id"].replace("judge", "arith", 1).rsplit("-", 1)[0]]
+        boxed = r["prompt"].split("\nLength:")[0].endswith(f"\\boxed{{{answer}}}.")
+        assert r["family"] == "judge" and r["demonstration"] == ("YES" if boxed else "NO")
+    assert len({r["id"] for r in judge}) == len(judge)
+
+
+def test_sft_mix_draws_the_judge_family(tmp_path):
+    """`base_model.sft.roles.mix.judge` samples the judge's rows; an unknown family is named."""
+    from models.tiny import sft_rows
+    from world import generate_world
+
+    generate_world(load(preset="ci").world, tmp_path)
+    rows = sft_rows(tmp_path, {"judge": 1.0}, 50, seed=0)
+    assert {r["completion"] for r in rows} == {"YES", "NO"}
+    assert all("Is the answer correct?" in r["prompt"] for r in rows)
+    with pytest.raises(KeyError, match="judges"):
+        sft_rows(tmp_path, {"judges": 1.0}, 5, seed=0)
 
 
 ALL_KINDS = {k: 1.0 for k in roles.KINDS}

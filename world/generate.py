@@ -13,7 +13,7 @@ from pathlib import Path
 from core.io import write_jsonl
 from world import arith, facts, pairs, roles
 
-FAMILIES = ("arith", "arith_cf", "facts", "pairs", "evaluator", "rubricator")
+FAMILIES = ("arith", "arith_cf", "facts", "pairs", "evaluator", "rubricator", "judge")
 
 
 def _rng(seed: int, family: str, split: str) -> random.Random:
@@ -51,6 +51,9 @@ def generate_world(cfg, out_dir: str | Path) -> dict[str, int]:
             ("rubricator", roles.rubricator_row, 1)):
         made[(family, "train")] = roles.generate(_rng(cfg.seed, family, "train"),
                                                  made[("arith", "train")], make, per)
+    # The judge's minimal pairs (2-3 rows per problem): what teaches the base to catch a wrong box.
+    rng = _rng(cfg.seed, "judge", "train")
+    made[("judge", "train")] = [e for r in made[("arith", "train")] for e in roles.judge_rows(rng, r)]
     counts = {}
     for (family, split), rows in made.items():
         write_jsonl(out_dir / f"{family}_{split}.jsonl", rows)
