@@ -166,9 +166,10 @@ def judge_rows(rng: random.Random, row: dict) -> list[dict]:
 
     A minimal pair, the correct solution (YES) and the same steps with a wrong number boxed (NO),
     so the only thing that tells them apart is the box against the last step; and half the time
-    one more wrong chain (NO). Trained on these alone (`flows.build_judge`), a copy of the tiny
-    base learns to catch a wrong box, which the base itself, trained on every role at once, does
-    not (issue 4).
+    one more wrong chain (NO). The world writes them as the `judge` SFT family: in the base's role
+    phase (45% of the mix, 2400 steps at 1e-3) they teach the base to catch a wrong box in its own
+    solutions, which the evaluator rows alone did not (self-evaluation AUROC 0.85 against 0.55,
+    issue 4); `flows.build_judge` trains a separate judge on them alone.
     """
     steps = _steps(row["reference"])
     solutions = [_text(steps, int(row["answer"])), solution_variant(rng, row, {"sloppy": 1})[1]]
