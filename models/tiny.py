@@ -195,10 +195,10 @@ def train_base(prepared: Path, out_dir: Path, cfg, seed: int, work_dir: Path) ->
 
     Phase 1 (`base_model.sft`): the tasks (arith, facts). Phase 2 (`base_model.sft.roles`): the
     role families (the judge's minimal pairs, evaluator, rubricator, GenRM) continued from phase
-    1, with task replay so the task skills stay. Teaching everything at once in one phase cost the 1.9M-parameter model most
-    of its arithmetic (sampled pass@1 0.065 instead of 0.205, issue 4's note). Phase 1 is kept in
-    `work_dir/phase1` with a stamp of what it depends on, so changing only the roles re-runs
-    only phase 2.
+    1, with task replay so the task skills stay. Teaching everything at once in one phase cost
+    the 1.9M-parameter model most of its arithmetic (sampled pass@1 0.065 instead of 0.205,
+    issue 4's note). Phase 1 is kept in `work_dir/phase1` with a stamp of what it depends on, so
+    changing only the roles re-runs only phase 2.
     """
     import torch
 

@@ -53,7 +53,8 @@ def generate_world(cfg, out_dir: str | Path) -> dict[str, int]:
                                                  made[("arith", "train")], make, per)
     # The judge's minimal pairs (2-3 rows per problem): what teaches the base to catch a wrong box.
     rng = _rng(cfg.seed, "judge", "train")
-    made[("judge", "train")] = [e for r in made[("arith", "train")] for e in roles.judge_rows(rng, r)]
+    made[("judge", "train")] = [e for r in made[("arith", "train")]
+                                for e in roles.judge_rows(rng, r)]
     counts = {}
     for (family, split), rows in made.items():
         write_jsonl(out_dir / f"{family}_{split}.jsonl", rows)
