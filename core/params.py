@@ -285,6 +285,14 @@ class Collapse(Strict):
     early_stop: bool
 
 
+class SelfEvalProbe(Strict):
+    """The self-evaluation probe (evals/self_eval.py): the shape of RLME's prompt settings."""
+
+    template: str
+    questions: list[QuestionParams] = Field(min_length=1)
+    end_marker: str | None = None
+
+
 class Eval(Strict):
     # "arith" | "arith_cf" | "facts" | "pairs", or "<gsm8k|math|ifeval|helpsteer3>:<local file>"
     benchmarks: list[str] = Field(min_length=1)
@@ -306,6 +314,24 @@ class Eval(Strict):
     max_new_tokens: int = Field(ge=1)
     batch_size: int = Field(ge=1)
     heldout_k: int = Field(ge=1)
+    self_eval: SelfEvalProbe
+
+
+class Pipeline(Strict):
+    """How the pipeline flow schedules the DAG (flows/pipeline.py); read by no stage."""
+
+    # Stages running at once (local executor) or flow runs submitted at once (pool executor).
+    max_parallel: int = Field(ge=1)
+    # CPU threads per stage (OMP/MKL/torch); null = the machine's cores / max_parallel.
+    threads_per_stage: int | None = Field(default=None, ge=1)
+    # local: stages run in this workspace | pool: each stage is a flow run on a work-pool worker.
+    executor: Literal["local", "pool"]
+    # Deployment the pool executor submits stages to (flow name/deployment name).
+    stage_deployment: str
+    # Extra attempts of a failed stage (the pool executor's retry may land on another worker).
+    retries: int = Field(ge=0)
+    # A stage still running after this many seconds is killed (and retried).
+    stage_timeout_s: int = Field(ge=1)
 
 
 class Params(Strict):
@@ -322,6 +348,7 @@ class Params(Strict):
     reward: Reward
     variants: dict[str, Variant]
     eval: Eval
+    pipeline: Pipeline
     presets: dict[str, dict]
 
     def method_config(self, name: str) -> tuple[str, MethodBase]:

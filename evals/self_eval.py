@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from models.generation import generate
-from rewards.meta_eval import render_evaluator_prompt, target_logprobs
+from rewards.evaluator_prompt import render_evaluator_prompt, target_logprobs
 from rewards.verifiable import extract_boxed, rlvr_score
 
 

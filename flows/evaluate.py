@@ -23,6 +23,7 @@ def evaluate(params: Params, name: str, seed: int | None = None) -> dict:
     from evals.registry import load_rows
     from evals.self_eval import self_eval_auroc
     from evals.suite import evaluate_policy
+    from flows.configure import evaluate_budgets, self_eval_probe
     from models.policy import load_policy
     from tasks import tracking
 
@@ -30,14 +31,7 @@ def evaluate(params: Params, name: str, seed: int | None = None) -> dict:
         seed, trained = None, list(params.methods)  # the base is scored on every method's task
     else:
         seed, trained = (params.seeds[0] if seed is None else seed), [name]
-    # A policy is always scored on the task it trained on, with the completion budget it
-    # trained with (GenRM answers are long); the listed benchmarks keep eval.max_new_tokens.
-    budgets: dict[str, int] = {}
-    for method in trained:
-        g = params.method_grpo(method)  # unknown names fail here, listing the known ones
-        if g.task not in params.eval.benchmarks:
-            budgets[g.task] = max(budgets.get(g.task, 0), params.eval.max_new_tokens,
-                                  g.max_completion_length)
+    budgets = evaluate_budgets(params, trained)  # unknown names fail here, listing the known ones
     start = time.time()
     model, tokenizer = load_policy(paths.policy_dir(params, name, seed))
     sample_seed = params.seed if seed is None else seed
@@ -51,7 +45,7 @@ def evaluate(params: Params, name: str, seed: int | None = None) -> dict:
     if "arith" in benchmarks:  # can the policy judge its own arith solutions? (RLME's signal)
         rows = load_rows(paths.PREPARED, "arith", "val", params.eval.n_test)
         metrics.update(self_eval_auroc(
-            model, tokenizer, rows, cfg if family == "rlme" else params.reward.rlme,
+            model, tokenizer, rows, self_eval_probe(params, None if name == "base" else name),
             k=params.eval.heldout_k, temperature=params.eval.temperature,
             max_new_tokens=params.eval.max_new_tokens, batch_size=params.eval.batch_size,
             seed=sample_seed))

@@ -1,46 +1,234 @@
-"""The `pipeline` Prefect flow: every DVC stage, in dependency order, as retried Prefect tasks.
+"""The `pipeline` Prefect flow: the DAG of dvc.yaml, scheduled by Prefect, stages side by side.
 
-DVC owns the DAG and the cache (`dvc repro` alone reproduces everything); this flow adds what DVC
-lacks: schedules (deployments in prefect.yaml), retries, timeouts and a failure view in the Prefect
-UI. Stages run one at a time because DVC holds a repo-wide lock.
+The graph is read from DVC itself (`tasks.stages.stage_graph`), never written down twice. Each
+stage becomes a Prefect task run as soon as every stage it depends on has finished, with at most
+`pipeline.max_parallel` running at once; a stage that still fails after its retries stops only
+the stages downstream of it, the others go on (like `dvc repro --keep-going`), and the flow fails
+at the end naming them. When it ends, dvc.lock records every stage that ran, so `dvc status` is
+clean and a following `dvc repro` runs nothing.
+
+Two executors (params `pipeline.executor`):
+
+- `local`: every stage runs in this workspace (`tasks.stages.reproduce_in_place`: DVC's lock is
+  held only to plan and record a stage, not while it trains);
+- `pool`: every stage is a flow run of the `stage` deployment, picked up by any worker of the
+  deployment's work pool (one worker per GPU or machine, each in its own clone). Data and models
+  move through the DVC remote; a stage whose worker dies is marked Crashed by Prefect's zombie
+  automation (scripts/prefect_pool.sh) and retried, usually on another worker.
+
+`python -m flows.pipeline` runs it from a shell; `prefect deployment run 'pipeline/on-demand'`
+through a work pool (prefect.yaml).
 """
 
 from __future__ import annotations
 
-from prefect import flow, get_run_logger
+import argparse
+import os
+import re
+import time
 
-from core.params import load
-from tasks.stages import run_stage
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from core.params import ROOT, ParamsError, load
+from tasks import stages as st
+
+# Matrix stages are named `<stage>@<method>-<seed>` by DVC.
+_MATRIX = re.compile(r"^(?P<kind>[^@]+)@(?P<method>.+)-(?P<seed>-?\d+)$")
 
 
-def stage_order(methods: list[str], seeds: list[int]) -> list[str]:
-    """The DAG of dvc.yaml, flattened in dependency order (matrix stages are `train@<m>-<seed>`)."""
-    order = ["prepare", "synthesize", "build_base", "evaluate_base"]
-    for m in methods:
-        for s in seeds:
-            order += [f"train@{m}-{s}", f"evaluate@{m}-{s}"]
-    return order + ["report"]
+def select(graph: dict[str, set[str]], methods: list[str] | None = None,
+           seeds: list[int] | None = None, stages: list[str] | None = None) -> list[str]:
+    """The stages to bring up to date, in a dependency order: `stages` (default: every stage)
+    restricted to `methods` and `seeds`, plus everything they depend on.
+
+    >>> g = {"prepare": set(), "train@a-0": {"prepare"}, "train@a-1": {"prepare"},
+    ...      "train@b-0": {"prepare"}, "report": {"train@a-0", "train@a-1", "train@b-0"}}
+    >>> select(g, methods=["a"], seeds=[0])
+    ['prepare', 'train@a-0', 'report']
+    """
+    known = sorted({m["method"] for s in graph if (m := _MATRIX.match(s))})
+    unknown = sorted(set(methods or []) - set(known))
+    if unknown:
+        raise ParamsError(f"methods {unknown} have no DVC stage; add them to `methods` in "
+                          f"params.yaml (stages exist for: {', '.join(known)})")
+    missing = sorted(set(stages or []) - set(graph))
+    if missing:
+        raise ParamsError(f"no DVC stage named {missing}; `dvc stage list` shows them")
+
+    def wanted(stage: str) -> bool:
+        m = _MATRIX.match(stage)
+        if m is None:
+            return True
+        return ((methods is None or m["method"] in methods)
+                and (seeds is None or int(m["seed"]) in seeds))
+
+    roots = [s for s in (stages or graph) if wanted(s)]
+    chosen: set[str] = set()
+    todo = list(roots)
+    while todo:
+        s = todo.pop()
+        if s not in chosen:
+            chosen.add(s)
+            # A matrix stage pulls in everything it needs; an aggregate such as `report` (it
+            # reports whatever exists) does not pull in other methods' or seeds' stages.
+            todo.extend(d for d in graph[s] if _MATRIX.match(s) or wanted(d))
+    order: list[str] = []
+    done: set[str] = set()
+    names = list(graph)  # dvc.yaml order breaks ties, so the order is stable
+    while len(order) < len(chosen):
+        for s in names:
+            if s in chosen and s not in done and (graph[s] & chosen) <= done:
+                order.append(s)
+                done.add(s)
+    return order
 
 
-@flow(name="pipeline", log_prints=True)
-def pipeline(methods: list[str] | None = None, force: bool = False, retries: int = 1,
-             stage_timeout_s: int = 3600) -> dict:
-    """Run prepare -> build_base -> train/evaluate per method -> report; fail on the first stage
-    that still fails after its retries (nothing downstream of it runs)."""
+@task(name="dvc-stage", task_run_name="{stage}", retry_delay_seconds=5)
+def run_stage(stage: str, force: bool = False, timeout_s: float | None = None,
+              threads: int | None = None) -> dict:
+    """Bring one DVC stage up to date in this workspace."""
+    logger = get_run_logger()
+    action = st.reproduce_in_place(stage, ROOT, force=force, timeout_s=timeout_s, threads=threads,
+                                   log=logger.info)
+    return _finish(stage, action)
+
+
+@task(name="pool-stage", task_run_name="{stage}", retry_delay_seconds=5)
+def run_stage_on_pool(stage: str, rev: str, upstream: list[str], deployment: str,
+                      force: bool = False, timeout_s: float | None = None) -> dict:
+    """Run one DVC stage as a flow run on a work-pool worker, then record it here."""
+    from prefect.deployments import run_deployment
+
+    logger = get_run_logger()
+    if not force:
+        st.fetch_run_cache(ROOT, log=logger.info)
+    action = "run" if force else st.plan(stage, ROOT)
+    if action == "skip":
+        return _finish(stage, "skip")
+    if action == "restore":  # a worker already ran it (e.g. before the coordinator restarted)
+        st.restore_from_remote(stage, ROOT, log=logger.info)
+        return _finish(stage, "restore")
+    run = run_deployment(deployment, parameters={"stage": stage, "rev": rev, "upstream": upstream,
+                                                 "force": force, "timeout_s": timeout_s},
+                         flow_run_name=stage, timeout=None, poll_interval=5)
+    state = run.state
+    if state is None or not state.is_completed():
+        raise st.StageFailed(f"stage {stage}: flow run {run.name} ended "
+                             f"{state.name if state else 'without a state'}: "
+                             f"{(state.message if state else '') or ''}")
+    logger.info("%s finished on a worker (flow run %s); restoring it here", stage, run.name)
+    st.restore_from_remote(stage, ROOT, log=logger.info)
+    return _finish(stage, "run")
+
+
+def _finish(stage: str, action: str) -> dict:
+    record = st.stage_outputs(stage, ROOT) if action != "skip" else {}
+    if record:
+        rows = "\n".join(f"| {k} | {v} |" for k, v in record.items())
+        create_markdown_artifact(markdown=f"### {stage}\n| key | value |\n|---|---|\n{rows}\n",
+                                 key=stage.replace("@", "-").replace("_", "-").lower(),
+                                 description=f"outputs of {stage}")
+    return {"action": action, **record}
+
+
+@flow(name="pipeline", log_prints=True, task_runner=ThreadPoolTaskRunner(max_workers=32))
+def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
+             stages: list[str] | None = None, force: bool = False,
+             max_parallel: int | None = None, executor: str | None = None,
+             retries: int | None = None, stage_timeout_s: int | None = None) -> dict:
+    """Bring the DAG (or the part for `methods`, `seeds`, `stages`) up to date; unset arguments
+    come from params `pipeline`. `force` re-runs the selected train/evaluate stages (and any
+    named in `stages`), not what they depend on."""
     logger = get_run_logger()
     params = load()
-    methods = methods or params.methods
-    unknown = sorted(set(methods) - set(params.methods))
-    if unknown:
-        raise ValueError(f"methods {unknown} have no DVC stage; add them to `methods` in params.yaml "
-                         f"(known: {params.methods})")
-    results = {}
-    task = run_stage.with_options(retries=retries)
-    for stage in stage_order(methods, params.seeds):
-        results[stage] = task(stage, force=force, timeout_s=stage_timeout_s)
-    logger.info("pipeline finished: %s", ", ".join(results))
+    cfg = params.pipeline
+    limit = max_parallel or cfg.max_parallel
+    how = executor or cfg.executor
+    threads = cfg.threads_per_stage or max(1, (os.cpu_count() or 1) // limit)
+    timeout = stage_timeout_s or cfg.stage_timeout_s
+    graph = st.stage_graph(ROOT)
+    order = select(graph, methods, seeds, stages)
+    forced = {s for s in order if force and (_MATRIX.match(s) or s in (stages or []))}
+    logger.info("%d stages, up to %d at once (%s executor, %d threads each)", len(order), limit,
+                how, threads)
+    if how == "pool":
+        rev = st.committed_revision(ROOT)
+        up_to_date = [s for s in order if s not in forced and st.plan(s, ROOT) == "skip"]
+        st.publish_run_cache(ROOT, up_to_date, log=logger.info)
+        submit = run_stage_on_pool.with_options(retries=retries if retries is not None else cfg.retries)
+
+        def start(s: str):
+            return submit.submit(s, rev, sorted(graph[s] & set(order)), cfg.stage_deployment,
+                                 force=s in forced, timeout_s=timeout)
+    else:
+        local = run_stage.with_options(retries=retries if retries is not None else cfg.retries)
+
+        def start(s: str):
+            return local.submit(s, force=s in forced, timeout_s=timeout, threads=threads)
+
+    results: dict[str, dict] = {}
+    failed: dict[str, str] = {}
+    blocked: list[str] = []
+    running: dict = {}
+    pending = list(order)
+    while pending or running:
+        for s in list(pending):
+            upstream = graph[s] & set(order)
+            if upstream & (set(failed) | set(blocked)):
+                pending.remove(s)
+                blocked.append(s)
+            elif upstream <= set(results) and len(running) < limit:
+                pending.remove(s)
+                running[s] = start(s)
+        time.sleep(0.5)
+        for s, future in list(running.items()):
+            state = future.state
+            if state.is_final():
+                del running[s]
+                if state.is_completed():
+                    results[s] = future.result()
+                else:
+                    failed[s] = state.message or state.name
+                    logger.error("%s failed: %s", s, failed[s])
+    ran = [s for s, r in results.items() if r.get("action") != "skip"]
+    logger.info("pipeline: %d stages ran or restored, %d up to date, %d failed, %d not run",
+                len(ran), len(results) - len(ran), len(failed), len(blocked))
+    if failed:
+        raise st.StageFailed(f"{len(failed)} stage(s) failed: " + "; ".join(
+            f"{s}: {m}" for s, m in failed.items())
+            + (f". Not run (downstream): {', '.join(blocked)}" if blocked else ""))
     return results
 
 
+@flow(name="stage", log_prints=True)
+def stage_flow(stage: str, rev: str, upstream: list[str] | None = None, force: bool = False,
+               timeout_s: float | None = None) -> str:
+    """One DVC stage on this worker's clone (the pool executor's unit of work)."""
+    logger = get_run_logger()
+    threads = load().pipeline.threads_per_stage
+    return st.reproduce_on_worker(stage, rev, upstream or [], ROOT, force=force,
+                                  timeout_s=timeout_s, threads=threads, log=logger.info)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--methods", nargs="+", default=None, help="only these methods (and what they need)")
+    p.add_argument("--seeds", nargs="+", type=int, default=None, help="only these seeds")
+    p.add_argument("--stages", nargs="+", default=None, help="only these DVC stages (and upstream)")
+    p.add_argument("--force", action="store_true", help="re-run the selected train/evaluate stages")
+    p.add_argument("--max-parallel", type=int, default=None, help="default: params pipeline.max_parallel")
+    p.add_argument("--executor", choices=["local", "pool"], default=None)
+    args = p.parse_args()
+    state = pipeline(methods=args.methods, seeds=args.seeds, stages=args.stages, force=args.force,
+                     max_parallel=args.max_parallel, executor=args.executor, return_state=True)
+    if not state.is_completed():
+        raise SystemExit(f"error: {state.message}")
+
+
 if __name__ == "__main__":
-    pipeline()
+    from core.cli import quiet_libraries
+
+    quiet_libraries()
+    main()

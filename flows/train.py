@@ -19,6 +19,7 @@ from prefect import flow
 
 from core import paths
 from core.cli import parser, run_main
+from core.codedeps import files_digest
 from core.io import read_jsonl, write_json
 from core.params import Params, load
 from rewards import MethodContext, build_plan, reward_version
@@ -35,32 +36,17 @@ def task_rows(prepared: Path, task: str, split: str = "train") -> list[dict]:
             for r in rows]
 
 
-# Code a training run depends on: a change here must not resume an older run's checkpoints.
-_CODE = ("flows/train.py", "models", "rewards", "evals")
-
-
-def _files_digest(paths_: list[Path]) -> str:
-    h = hashlib.sha256()
-    for p in sorted(paths_):
-        h.update(str(p.relative_to(paths.ROOT) if p.is_relative_to(paths.ROOT) else p).encode())
-        h.update(p.read_bytes())
-    return h.hexdigest()[:16]
-
-
 def config_hash(params: Params, method: str, seed: int) -> str:
-    """What a run's checkpoints depend on: settings, code, data and base weights. Checkpoints
-    are resumed only when it matches, so a changed param, file or base model never resumes a
-    stale run."""
-    family, cfg = params.method_config(method)
-    code = [f for c in _CODE for f in ([paths.ROOT / c] if c.endswith(".py")
-                                       else (paths.ROOT / c).rglob("*.py"))]
+    """What a run's checkpoints depend on: its resolved settings and code (`flows.configure`),
+    the seed, the data and the base weights. Checkpoints are resumed only when it matches, so a
+    changed param, file or base model never resumes a stale run, and editing another method's
+    code never discards this one's."""
+    from flows.configure import train_config
+
     base = paths.base_model_dir(params)
-    relevant = {"seed": seed, "grpo": params.method_grpo(method).model_dump(),
-                "family": family, "reward": cfg.model_dump(),
-                "collapse": params.collapse.model_dump(), "eval": params.eval.model_dump(),
-                "base": str(base), "code": _files_digest(code),
-                "data": _files_digest(list(paths.PREPARED.glob("*.jsonl"))),
-                "weights": _files_digest(list(Path(base).glob("*.safetensors")))}
+    relevant = {"seed": seed, "config": train_config(params, method), "base": str(base),
+                "data": files_digest(list(paths.PREPARED.glob("*.jsonl"))),
+                "weights": files_digest(list(Path(base).glob("*.safetensors")))}
     return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -155,7 +141,10 @@ def train(params: Params, method: str, seed: int) -> dict:
             "data_hash": tracking.data_hash(prepared), "config_hash": digest,
             "preset": params.preset or "default", "stage": "train"}
     logged = params.model_dump(exclude={"presets"})
-    with tracking.run(f"{method}-seed{seed}", tags, {"lab": logged}) as run:
+    resumable = any(out.glob("checkpoint-*"))
+    run_id = tracking.training_run_id({"stage": "train", "reward_method": method, "seed": str(seed),
+                                       "config_hash": digest}, resumable)
+    with tracking.run(f"{method}-seed{seed}", tags, {"lab": logged}, run_id=run_id) as run:
         history = grpo.train(base, rows, plan, g, seed=seed, output_dir=out,
                              callbacks=[callback, MetricsCallback(plan.loggers, tracking.log_metrics)],
                              report_to=["mlflow"], run_name=f"{method}-seed{seed}",

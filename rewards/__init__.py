@@ -58,20 +58,11 @@ class MethodPlan:
     monitor_reward: str | None = None
 
 
-def _rlvr(ctx: MethodContext) -> MethodPlan:
-    from rewards import verifiable
-    return MethodPlan([verifiable.rlvr_correct])
-
-
-def _random(ctx: MethodContext) -> MethodPlan:
-    from rewards import baselines
-    return MethodPlan([baselines.RandomReward(seed=ctx.cfg.seed)])
-
-
-# name -> (builder: a callable or "module:function", module holding the reward VERSION)
-METHODS: dict[str, tuple[Callable | str, str]] = {
-    "rlvr": (_rlvr, "rewards.verifiable"),
-    "random": (_random, "rewards.baselines"),
+# name -> (builder "module:function", module holding the reward VERSION). Strings, so listing the
+# methods imports nothing and each method's code closure starts at its own modules.
+METHODS: dict[str, tuple[str, str]] = {
+    "rlvr": ("rewards.verifiable:build", "rewards.verifiable"),
+    "random": ("rewards.baselines:build", "rewards.baselines"),
     "rlme": ("rewards.meta_eval:build", "rewards.meta_eval"),
     "rlvrr": ("rewards.rlvrr:build", "rewards.rlvrr"),
     "dro": ("models.dro_trainer:build", "rewards.reflection"),
@@ -80,14 +71,21 @@ METHODS: dict[str, tuple[Callable | str, str]] = {
 }
 
 
+def entry_modules(family: str) -> list[str]:
+    """The modules a method's training imports by name (its builder and its VERSION module): the
+    roots of its code closure (`core.codedeps`), which decides when its stages re-run."""
+    if family not in METHODS:
+        raise UnknownMethodError(f"unknown method {family!r}; known methods: {', '.join(sorted(METHODS))}")
+    builder, version_module = METHODS[family]
+    return sorted({builder.partition(":")[0], version_module})
+
+
 def get_method(name: str) -> tuple[Callable, str]:
     if name not in METHODS:
         raise UnknownMethodError(f"unknown method {name!r}; known methods: {', '.join(sorted(METHODS))}")
-    builder, version_module = METHODS[name]
-    if isinstance(builder, str):
-        module, _, fn = builder.partition(":")
-        builder = getattr(importlib.import_module(module), fn)
-    return builder, version_module
+    spec, version_module = METHODS[name]
+    module, _, fn = spec.partition(":")
+    return getattr(importlib.import_module(module), fn), version_module
 
 
 def build_plan(ctx: MethodContext) -> MethodPlan:

@@ -6,6 +6,8 @@ The control for "does the reward carry any signal", and the denominator of every
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 VERSION = "1"
@@ -21,3 +23,10 @@ class RandomReward:
 
     def __call__(self, prompts, completions, **kwargs) -> list[float]:
         return self._rng.random(len(completions)).tolist()
+
+
+def build(ctx: Any) -> Any:
+    """The random baseline's plan: a uniform reward stream seeded by `reward.random.seed`."""
+    from rewards import MethodPlan
+
+    return MethodPlan([RandomReward(seed=ctx.cfg.seed)])

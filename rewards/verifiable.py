@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import re
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
 VERSION = "1"
 
@@ -130,3 +131,10 @@ def _content_text(content) -> str:
                        if isinstance(part, dict) and part.get("type", "text") == "text"
                        and isinstance(part.get("text"), str))
     return ""
+
+
+def build(ctx: Any) -> Any:
+    """RLVR's plan: the verifiable answer reward alone."""
+    from rewards import MethodPlan
+
+    return MethodPlan([rlvr_correct])

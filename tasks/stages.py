@@ -1,12 +1,30 @@
-"""Prefect tasks that run DVC stages: the pipeline's unit of retry, timeout and failure report.
+"""Running DVC stages from Prefect: the DAG read from DVC, one stage run, its record in dvc.lock.
 
-Each task shells out to `dvc repro -s <stage>` so DVC stays the single owner of the DAG, cache and
-lock, and a stage killed by its timeout is a child process that really dies (Prefect cannot
-interrupt a thread). The stage's output is streamed into the task log, so the Prefect UI shows it.
+DVC owns the DAG, the hashes, the cache and the remote; these helpers let several stages run at
+once, which `dvc repro` cannot do in one workspace: it holds the repository lock for as long as a
+stage's command runs. The design (README, "The study pipeline"):
+
+- **In place, one workspace (`reproduce_in_place`).** DVC is asked, under the lock, what a stage
+  needs (`dvc repro -s STAGE --dry`: run it, restore it from the run-cache, or nothing). To run
+  it, its outputs are removed and its command (read from DVC) runs *without* the lock, as many at
+  once as the pipeline allows; then `dvc commit -f STAGE` records it in dvc.lock and in DVC's
+  run-cache, under the lock again. The lock is held for seconds per stage, never for a training.
+  Stages of a matrix write disjoint outputs, and a stage only starts once the stages it depends
+  on are recorded, so two commands never touch the same file.
+- **On a worker (`reproduce_on_worker`).** A worker is a separate clone: it checks out the
+  coordinator's commit, restores the stage's upstream outputs from the DVC remote's run-cache
+  (`dvc repro --pull`), runs the stage in place and pushes the result with its run-cache entry.
+  The coordinator then restores the stage from that entry (`restore_from_remote`) without
+  running anything. Models, data and the `cache: false` metrics all travel through the DVC
+  remote; nothing is copied by hand.
+
+Commands stream their output into the Prefect task log and die with their whole process group at
+the timeout (Prefect's own timeout cannot interrupt a thread blocked on a child process).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -15,23 +33,31 @@ import subprocess
 import sys
 import threading
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-
-from prefect import get_run_logger, task
-from prefect.artifacts import create_markdown_artifact
 
 from core.params import ROOT
 
 
 class StageFailed(RuntimeError):
-    """A DVC stage exited non-zero; the message carries its last log lines."""
+    """A DVC stage (or a DVC command around it) failed; the message carries its last log lines."""
 
 
-def _env() -> dict[str, str]:
+# One DVC command at a time from this process: DVC's repository lock is per workspace and fails
+# at once when taken (`--wait-for-lock` covers other processes, e.g. a user's `dvc status`).
+_DVC_LOCK = threading.Lock()
+_TAIL = 15
+
+
+def stage_env(threads: int | None = None) -> dict[str, str]:
+    """The environment a stage runs in: this interpreter's bin first, `threads` CPU threads."""
     env = dict(os.environ)
     bin_dir = str(Path(sys.executable).parent)
     env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
     env.setdefault("DVC_NO_ANALYTICS", "1")
+    if threads:
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            env[var] = str(threads)
     return env
 
 
@@ -40,35 +66,14 @@ def dvc_executable() -> str:
     return str(local) if local.exists() else (shutil.which("dvc") or "dvc")
 
 
-def stage_outputs(stage: str) -> dict:
-    """Small records a stage leaves behind (metrics, collapse verdict) for the flow's result."""
-    kind, _, item = stage.partition("@")
-    method, _, seed = item.rpartition("-")
-    if kind == "evaluate_base":
-        f = ROOT / "data" / "eval" / "base" / "metrics.json"
-    elif kind == "evaluate":
-        f = ROOT / "data" / "eval" / method / f"seed{seed}" / "metrics.json"
-    elif kind == "train":
-        f = ROOT / "data" / "checkpoints" / method / f"seed{seed}" / "run.json"
-    elif kind == "build_base":
-        f = ROOT / "data" / "base_model_info.json"
-    else:
-        return {}
-    if not f.exists():
-        return {}
-    record = json.loads(f.read_text())
-    return {k: v for k, v in record.items() if k != "heldout"}
-
-
-def run_command(cmd: list[str], cwd, log, timeout_s: float | None = None) -> tuple[int, list[str], bool]:
-    """Run `cmd`, streaming its output lines to `log`; kill it after `timeout_s` seconds.
-
-    Returns (exit code, last lines, timed out). The kill is ours because Prefect's own task
-    timeout cannot interrupt a thread blocked on a child process (STACK_NOTES).
-    """
-    tail: deque[str] = deque(maxlen=15)
-    with subprocess.Popen(cmd, cwd=cwd, env=_env(), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, start_new_session=True) as proc:
+def run_command(cmd: list[str] | str, cwd, log: Callable[[str], object], timeout_s: float | None = None,
+                env: dict[str, str] | None = None) -> tuple[int, list[str], bool]:
+    """Run `cmd` (a string runs in a shell), streaming output lines to `log`; kill its process
+    group after `timeout_s` seconds. Returns (exit code, last lines, timed out)."""
+    tail: deque[str] = deque(maxlen=_TAIL)
+    with subprocess.Popen(cmd, cwd=cwd, env=env or stage_env(), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                          shell=isinstance(cmd, str)) as proc:
         timer = threading.Timer(timeout_s, lambda: os.killpg(proc.pid, signal.SIGKILL)) \
             if timeout_s else None
         if timer:
@@ -88,26 +93,189 @@ def run_command(cmd: list[str], cwd, log, timeout_s: float | None = None) -> tup
     return rc, list(tail), timed_out
 
 
-@task(name="dvc-stage", task_run_name="{stage}", retries=1, retry_delay_seconds=5)
-def run_stage(stage: str, cwd: str | None = None, force: bool = False,
-              timeout_s: float | None = None) -> dict:
-    """Run one DVC stage; raise StageFailed with its last log lines if it fails or times out."""
-    logger = get_run_logger()
-    cmd = [dvc_executable(), "repro", "-s", stage] + (["--force"] if force else [])
-    logger.info("running %s", " ".join(cmd))
-    rc, tail, timed_out = run_command(cmd, cwd or ROOT, logger.info, timeout_s)
-    if timed_out:
-        msg = f"stage {stage} timed out after {timeout_s:g} s and was killed"
-        logger.error(msg)
-        raise StageFailed(msg)
+def dvc(args: list[str], root: Path, log: Callable[[str], object] = lambda _: None,
+        what: str | None = None) -> list[str]:
+    """Run one DVC command in `root` under the lock; raise StageFailed naming `what` on failure."""
+    with _DVC_LOCK:
+        rc, tail, _ = run_command([dvc_executable(), "--wait-for-lock", *args], root, log)
     if rc != 0:
-        msg = f"stage {stage} failed (exit {rc}): " + " | ".join(tail[-5:])
-        logger.error(msg)
-        raise StageFailed(msg)
-    record = stage_outputs(stage) if cwd is None else {}
-    if record:
-        rows = "\n".join(f"| {k} | {v} |" for k, v in record.items())
-        create_markdown_artifact(markdown=f"### {stage}\n| key | value |\n|---|---|\n{rows}\n",
-                                 key=stage.replace("@", "-").replace("_", "-"),
-                                 description=f"outputs of {stage}")
-    return record
+        raise StageFailed(f"{what or 'dvc ' + args[0]} failed (dvc exit {rc}): " + " | ".join(tail[-5:]))
+    return tail
+
+
+def stage_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """The DAG of dvc.yaml as DVC builds it: stage name -> the stages it depends on."""
+    from dvc.repo import Repo
+
+    with _DVC_LOCK, Repo(str(root)) as repo:
+        graph = repo.index.graph  # edges point from a stage to the stages it depends on
+        return {s.addressing: {d.addressing for d in graph.successors(s)} for s in graph.nodes}
+
+
+def stage_command(stage: str, root: Path = ROOT) -> tuple[str, list[Path]]:
+    """The stage's resolved command and the outputs DVC removes before running it."""
+    from dvc.repo import Repo
+
+    with _DVC_LOCK, Repo(str(root)) as repo:
+        (st,) = repo.stage.collect(_address(stage, root))
+        outs = [Path(o.fs_path) for o in st.outs if not o.persist]
+        cmd = st.cmd if isinstance(st.cmd, str) else " && ".join(st.cmd)
+    return cmd, outs
+
+
+def _address(stage: str, root: Path) -> str:
+    # A bare target is resolved against the current directory; name the project's dvc.yaml.
+    return f"{Path(root).resolve() / 'dvc.yaml'}:{stage}"
+
+
+def plan(stage: str, root: Path = ROOT) -> str:
+    """What `dvc repro -s STAGE` would do now: `skip` (up to date), `restore` (DVC's local
+    run-cache holds outputs for the current inputs) or `run`.
+
+    Asked through DVC's API rather than `dvc repro --dry`, whose run-cache answer uses the input
+    hashes recorded in dvc.lock rather than the workspace's (so it claims "cached" for a stage
+    whose inputs have just changed). DVC is pinned (pyproject.toml); tests/test_stages.py covers
+    each answer.
+    """
+    from dvc.dependency.base import DependencyDoesNotExistError
+    from dvc.repo import Repo
+    from dvc.stage.cache import _can_hash
+    from dvc.stage.serialize import to_single_stage_lockfile
+
+    # DVC's API resolves some paths against the current directory: work from the project root.
+    with _DVC_LOCK, contextlib.chdir(root), Repo(str(root)) as repo, repo.lock:
+        (st,) = repo.stage.collect(_address(stage, root))
+        if not st.changed():
+            return "skip"
+        if not _can_hash(st):
+            return "run"
+        # The decision of dvc.stage.cache.StageCache.restore (DVC 3.67), without its checkout:
+        # inputs unchanged -> the outputs recorded in dvc.lock; else the run-cache entry keyed by
+        # the inputs as they are now.
+        if not st.changed_stage() and st.deps_cached() and all(bool(o.hash_info) for o in st.outs):
+            entry = to_single_stage_lockfile(st)
+        else:
+            try:
+                st.save_deps()
+            except DependencyDoesNotExistError:
+                return "run"  # the command will fail and say which input is missing
+            entry = repo.stage_cache._load(st)
+        if not entry:
+            return "run"
+        cached = repo.stage_cache._create_stage(entry, wdir=st.wdir)
+        return "restore" if cached.outs_cached() else "run"
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+def reproduce_in_place(stage: str, root: Path = ROOT, *, force: bool = False,
+                       timeout_s: float | None = None, threads: int | None = None,
+                       log: Callable[[str], object] = print) -> str:
+    """Bring `stage` up to date in `root` as `dvc repro -s` would, holding DVC's lock only around
+    the bookkeeping. Returns `skip` (up to date), `restore` (from the run-cache) or `run`."""
+    action = "run" if force else plan(stage, root)
+    if action == "skip":
+        log(f"{stage}: up to date")
+        return action
+    if action == "restore":
+        dvc(["repro", "-s", stage], root, log, what=f"restoring {stage} from the run-cache")
+        return action
+    cmd, outs = stage_command(stage, root)
+    for out in outs:
+        _remove(out)
+    log(f"{stage}: {cmd}")
+    rc, tail, timed_out = run_command(cmd, root, log, timeout_s, env=stage_env(threads))
+    if timed_out:
+        raise StageFailed(f"stage {stage} timed out after {timeout_s:g} s and was killed")
+    if rc != 0:
+        raise StageFailed(f"stage {stage} failed (exit {rc}): " + " | ".join(tail[-5:]))
+    dvc(["commit", "-f", stage], root, log, what=f"recording {stage} in dvc.lock")
+    return action
+
+
+def git(args: list[str], root: Path) -> str:
+    r = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=300,
+                       check=False)
+    if r.returncode != 0:
+        raise StageFailed(f"git {' '.join(args)} failed in {root}: {r.stderr.strip()[-500:]}")
+    return r.stdout.strip()
+
+
+# Tracked files the pipeline itself rewrites while it runs: they may differ from the commit
+# the workers check out (the stages' code and params may not).
+_RESULT_PATHS = ("dvc.lock", "data/", "reports/")
+
+
+def committed_revision(root: Path = ROOT) -> str:
+    """HEAD, provided the code and params in `root` are committed (workers run that commit)."""
+    changed = [line.split(maxsplit=1)[1] for line in
+               git(["status", "--porcelain", "--untracked-files=no"], root).splitlines()]
+    dirty = [p for p in changed if not p.startswith(_RESULT_PATHS)]
+    if dirty:
+        raise StageFailed("the pool executor runs the committed code on every worker; commit "
+                          f"(and push to the workers' git remote) first: {', '.join(dirty[:8])}")
+    return git(["rev-parse", "HEAD"], root)
+
+
+def reproduce_on_worker(stage: str, rev: str, upstream: list[str], root: Path = ROOT, *,
+                        force: bool = False, timeout_s: float | None = None,
+                        threads: int | None = None, log: Callable[[str], object] = print) -> str:
+    """In a worker's clone: check out `rev`, restore `upstream` from the DVC remote, reproduce
+    `stage`, push its outputs and run-cache entry to the remote."""
+    git(["fetch", "--quiet", "origin"], root)
+    git(["checkout", "--quiet", "--force", "--detach", rev], root)
+    if upstream:
+        # Restores each upstream stage from the remote's run-cache (runs one only if no worker
+        # has recorded it: then this is still correct, just slower).
+        dvc(["repro", "--pull", *upstream], root, log, what=f"restoring the inputs of {stage}")
+    action = reproduce_in_place(stage, root, force=force, timeout_s=timeout_s, threads=threads,
+                                log=log)
+    if action != "run":  # a run records its run-cache entry itself; make sure the others have one
+        dvc(["commit", "-f", stage], root, log, what=f"recording {stage}")
+    dvc(["push", "--run-cache", stage], root, log, what=f"pushing {stage} to the DVC remote")
+    return action
+
+
+def publish_run_cache(root: Path = ROOT, stages: list[str] | None = None,
+                      log: Callable[[str], object] = print) -> None:
+    """Make stages that are up to date here restorable by workers: record their run-cache entry
+    (`dvc repro` skips it for stages with `cache: false` outputs) and push everything."""
+    for stage in stages or []:
+        dvc(["commit", "-f", stage], root, log, what=f"recording {stage}")
+    dvc(["push", "--run-cache"], root, log, what="pushing to the DVC remote")
+
+
+def fetch_run_cache(root: Path = ROOT, log: Callable[[str], object] = print) -> None:
+    """Bring the DVC remote's run-cache entries, and the outputs they name, into the local cache."""
+    dvc(["fetch", "--run-cache"], root, log, what="fetching the run-cache from the DVC remote")
+
+
+def restore_from_remote(stage: str, root: Path = ROOT, log: Callable[[str], object] = print) -> None:
+    """Record a stage a worker ran: restore it from the remote's run-cache, never run it here."""
+    fetch_run_cache(root, log)
+    action = plan(stage, root)
+    if action == "run":
+        raise StageFailed(f"{stage}: the worker finished but the DVC remote has no run-cache "
+                          "entry matching this workspace (different code, params or inputs?)")
+    if action == "restore":
+        dvc(["repro", "-s", stage], root, log, what=f"restoring {stage} from the run-cache")
+
+
+def stage_outputs(stage: str, root: Path = ROOT) -> dict:
+    """Small records a stage leaves behind (metrics, collapse verdict) for the flow's result."""
+    kind, _, item = stage.partition("@")
+    method, _, seed = item.rpartition("-")
+    files = {"evaluate_base": root / "data" / "eval" / "base" / "metrics.json",
+             "evaluate": root / "data" / "eval" / method / f"seed{seed}" / "metrics.json",
+             "train": root / "data" / "checkpoints" / method / f"seed{seed}" / "run.json",
+             "build_base": root / "data" / "base_model_info.json"}
+    f = files.get(kind)
+    if f is None or not f.exists():
+        return {}
+    record = json.loads(f.read_text())
+    return {k: v for k, v in record.items() if k != "heldout"} if isinstance(record, dict) else {}

@@ -40,7 +40,11 @@ def setup() -> None:
     with open(ROOT / "mlflow" / ".setup.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if mlflow.get_experiment_by_name(name) is None:
-            mlflow.create_experiment(name, artifact_location=(ROOT / "mlflow" / "artifacts").as_uri())
+            # A tracking server (scripts/mlflow_server.sh) stores artifacts where it was told to
+            # (proxied, so every worker's artifacts reach it); a local store keeps them in mlflow/.
+            local = not uri.startswith(("http://", "https://"))
+            mlflow.create_experiment(
+                name, artifact_location=(ROOT / "mlflow" / "artifacts").as_uri() if local else None)
     mlflow.set_experiment(name)
 
 
@@ -73,17 +77,49 @@ def flatten(d: dict, prefix: str = "") -> dict[str, str]:
 
 
 @contextmanager
-def run(name: str, tags: dict[str, str], params: dict | None = None):
-    """Start (and always end) an MLflow run with tags and flattened params."""
+def run(name: str, tags: dict[str, str], params: dict | None = None, run_id: str | None = None):
+    """Start (and always end) an MLflow run with tags and flattened params; `run_id` continues
+    an existing run instead."""
     import mlflow
 
     setup()
-    with mlflow.start_run(run_name=name, tags=tags) as active:
-        if params:
+    with mlflow.start_run(run_id=run_id, run_name=None if run_id else name, tags=tags) as active:
+        if params and not run_id:
             items = list(flatten(params).items())
             for i in range(0, len(items), 100):
                 mlflow.log_params(dict(items[i:i + 100]))
         yield active
+
+
+def previous_runs(match: dict[str, str]) -> list:
+    """Runs of the lab's experiment whose tags equal `match`, newest first (deleted ones excluded)."""
+    from mlflow.tracking import MlflowClient
+
+    setup()
+    client = MlflowClient()
+    exp = client.get_experiment_by_name(os.environ["MLFLOW_EXPERIMENT_NAME"])
+    query = " and ".join(f"tags.{k} = '{v}'" for k, v in match.items())
+    return list(client.search_runs([exp.experiment_id], query, order_by=["attributes.start_time DESC"]))
+
+
+def training_run_id(match: dict[str, str], resumable: bool) -> str | None:
+    """The MLflow run a training with these identifying tags continues, so that every (method,
+    seed, config) has one run however often its stage is retried or re-run.
+
+    A run left unfinished by a killed attempt is continued when this attempt resumes from its
+    checkpoints (same workspace); when it starts over (e.g. retried on another worker) the
+    unfinished run is soft-deleted (restorable: `mlflow gc` never ran) and a new one begins, so
+    no step is logged twice. A finished run is continued (adopting its trained weights adds the
+    test metrics to it, no second run)."""
+    from mlflow.tracking import MlflowClient
+
+    keep: str | None = None
+    for r in previous_runs(match):
+        if keep is None and (r.info.status == "FINISHED" or resumable):
+            keep = r.info.run_id
+        elif r.info.status != "FINISHED":
+            MlflowClient().delete_run(r.info.run_id)
+    return keep
 
 
 def set_tags(tags: dict[str, str]) -> None:

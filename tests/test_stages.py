@@ -1,10 +1,20 @@
-"""The stage runner's subprocess handling (no Prefect server needed)."""
+"""The pipeline's scheduling pieces without a Prefect server: the DAG read from DVC, stage
+selection, and concurrent in-place stage runs recorded by DVC (a throwaway DVC repository)."""
 
+import subprocess
 import sys
+import threading
 import time
+from pathlib import Path
 
-from flows.pipeline import stage_order
+import pytest
+
+from core.params import ROOT, ParamsError
+from flows.pipeline import select
+from tasks import stages as st
 from tasks.stages import run_command
+
+DVC = str(Path(sys.executable).parent / "dvc")
 
 
 def test_streams_output_and_returns_exit_code(tmp_path):
@@ -25,8 +35,113 @@ def test_timeout_kills_the_whole_process_group(tmp_path):
     assert time.time() - start < 10
 
 
-def test_stage_order_follows_the_dag():
-    order = stage_order(["rlvr", "random"], [0, 1])
-    assert order[:4] == ["prepare", "synthesize", "build_base", "evaluate_base"]
-    assert order.index("train@rlvr-1") < order.index("evaluate@rlvr-1") < order.index("report")
-    assert order[-1] == "report" and len(order) == 4 + 2 * 2 * 2 + 1
+@pytest.fixture(scope="module")
+def graph():
+    return st.stage_graph(ROOT)
+
+
+def test_the_graph_is_dvcs(graph):
+    """The DAG is read from dvc.yaml, matrix included: nothing is written down twice."""
+    import yaml
+
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    for m in params["methods"]:
+        for s in params["seeds"]:
+            assert graph[f"train@{m}-{s}"] == {"configure", "prepare", "build_base"}
+            assert graph[f"evaluate@{m}-{s}"] == {"configure", "prepare", f"train@{m}-{s}"}
+    evaluations = {s for s in graph if s.startswith("evaluate")}
+    assert evaluations <= graph["report"]
+
+
+def test_select_keeps_what_the_chosen_runs_need(graph):
+    order = select(graph, methods=["rlme"], seeds=[1])
+    assert set(order) == {"prepare", "synthesize", "build_base", "configure", "evaluate_base",
+                          "train@rlme-1", "evaluate@rlme-1", "report"}
+    for i, s in enumerate(order):  # every stage after the stages it depends on
+        assert graph[s] & set(order) <= set(order[:i]), s
+    assert order[-1] == "report"
+    assert set(select(graph, stages=["train@rlvr-0"])) == {
+        "prepare", "synthesize", "build_base", "configure", "train@rlvr-0"}
+
+
+def test_select_names_unknown_methods_and_stages(graph):
+    with pytest.raises(ParamsError, match=r"\['nope'\] have no DVC stage.*rlvr"):
+        select(graph, methods=["nope"])
+    with pytest.raises(ParamsError, match="no DVC stage named"):
+        select(graph, stages=["train@rlvr-99"])
+
+
+def _sh(cmd, cwd):
+    r = subprocess.run(cmd, cwd=cwd, shell=True, capture_output=True, text=True, timeout=120,
+                       env=st.stage_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+@pytest.fixture
+def toy(tmp_path):
+    """A DVC project with a -> b, a -> c: b and c are independent and each sleeps 3 s."""
+    _sh(f"git init -q && {DVC} init -q", tmp_path)
+    (tmp_path / "dvc.yaml").write_text(
+        "stages:\n"
+        "  a:\n    cmd: echo a > a.txt\n    outs: [a.txt]\n"
+        "  b:\n    cmd: sleep 3 && cat a.txt > b.txt && echo b >> b.txt\n    deps: [a.txt]\n"
+        "    outs: [b.txt]\n"
+        "  c:\n    cmd: sleep 3 && cat a.txt > c.txt\n    deps: [a.txt]\n"
+        "    metrics:\n      - c.txt:\n          cache: false\n")
+    return tmp_path
+
+
+def test_independent_stages_run_concurrently_and_dvc_records_both(toy):
+    """The design that lets DVC stages overlap in one workspace: DVC's lock is held only to plan
+    and record; two 3 s stages finish in about 3 s, and `dvc repro` afterwards runs nothing."""
+    assert st.reproduce_in_place("a", toy, log=lambda _: None) == "run"
+    start = time.time()
+    actions = {}
+    threads = [threading.Thread(target=lambda s=s: actions.__setitem__(
+        s, st.reproduce_in_place(s, toy, log=lambda _: None))) for s in ("b", "c")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.time() - start
+    assert actions == {"b": "run", "c": "run"}
+    assert elapsed < 5.5, f"the two 3 s stages did not overlap ({elapsed:.1f} s)"
+    assert (toy / "b.txt").read_text() == "a\nb\n"
+    assert "up to date" in _sh(f"{DVC} status", toy)
+    assert "Running stage" not in _sh(f"{DVC} repro", toy)
+    assert st.reproduce_in_place("b", toy, log=lambda _: None) == "skip"
+
+
+def test_a_changed_input_reruns_downstream_and_the_run_cache_restores(toy):
+    for s in ("a", "b", "c"):
+        st.reproduce_in_place(s, toy, log=lambda _: None)
+    (toy / "dvc.yaml").write_text((toy / "dvc.yaml").read_text().replace("echo a >", "echo A >"))
+    assert [st.reproduce_in_place(s, toy, log=lambda _: None) for s in "abc"] == ["run"] * 3
+    assert (toy / "b.txt").read_text() == "A\nb\n"
+    # Back to the first command: `a` (no inputs, so never run-cached) runs, and b and c come back
+    # from DVC's run-cache without running.
+    (toy / "dvc.yaml").write_text((toy / "dvc.yaml").read_text().replace("echo A >", "echo a >"))
+    assert [st.reproduce_in_place(s, toy, log=lambda _: None) for s in "abc"] == ["run", "restore",
+                                                                                 "restore"]
+    assert (toy / "b.txt").read_text() == "a\nb\n" and (toy / "c.txt").read_text() == "a\n"
+
+
+def test_a_failing_stage_names_itself_and_records_nothing(toy):
+    st.reproduce_in_place("a", toy, log=lambda _: None)
+    (toy / "dvc.yaml").write_text((toy / "dvc.yaml").read_text().replace(
+        "sleep 3 && cat a.txt > c.txt", "echo disk on fire && exit 3"))
+    with pytest.raises(st.StageFailed, match=r"stage c failed \(exit 3\): disk on fire"):
+        st.reproduce_in_place("c", toy, log=lambda _: None)
+    assert "c:" in _sh(f"{DVC} status c", toy)
+
+
+def test_the_pool_executor_refuses_uncommitted_code(toy):
+    _sh("git add -A && git -c user.name=t -c user.email=t@t commit -qm init", toy)
+    assert len(st.committed_revision(toy)) == 40
+    (toy / "dvc.lock").write_text("stages: {}\n")  # results may differ from the commit
+    (toy / "data").mkdir()
+    st.committed_revision(toy)
+    (toy / "dvc.yaml").write_text((toy / "dvc.yaml").read_text() + "\n")
+    with pytest.raises(st.StageFailed, match="commit .* first: dvc.yaml"):
+        st.committed_revision(toy)

@@ -1,0 +1,133 @@
+"""Stage `configure`: each run's resolved settings and code digest, one small file per stage.
+
+Why a stage: DVC decides what to re-run from the params keys and files a stage lists, and a
+matrix stage (`train@rlme-0`) cannot list "the `reward.<family>` block of this item, with its
+variant's overrides". So this cheap stage reads params.yaml once and writes, for every method or
+variant in `methods`, exactly what its stages depend on:
+
+- `data/runs/<method>/train.json`: the reward settings (variant overrides merged), the GRPO
+  settings the method trains with, `collapse`, the held-out sampling keys, and the digest of the
+  code training that method imports (`core.codedeps`: `flows/train.py`'s import closure plus the
+  method's own builder and reward modules; RLVRR adds its reference components);
+- `data/runs/<method>/evaluate.json`: the `eval` settings, the task and completion budget, the
+  self-evaluation probe, and the digest of the evaluation code;
+- `data/runs/base/evaluate.json`: the same for the base model (every method's task is scored).
+
+`train@M-S` and `evaluate@M-S` depend on their file instead of whole params sections and code
+folders. This stage re-runs on any code or params edit, but it rewrites a file with the same
+bytes unless that run's inputs changed, and DVC re-runs only the stages whose file changed:
+editing `reward.rlme` or `rewards/meta_eval.py` re-runs the RLME family and the report, nothing
+else. The seed is not in these files: it is in the stage's command.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from prefect import flow
+
+from core import paths
+from core.cli import parser, run_main
+from core.codedeps import code_digest, files_digest
+from core.io import write_json
+from core.params import Params, load
+
+RUNS = paths.DATA / "runs"
+# Held-out sampling during training reads these `eval` keys (flows/train.py); the rest of `eval`
+# only matters to the evaluate stage.
+HELDOUT_KEYS = ("heldout_k", "temperature", "max_new_tokens", "batch_size")
+
+
+def train_config(params: Params, method: str) -> dict:
+    """What `train@<method>-<seed>` depends on besides its seed, the data and the base weights."""
+    from rewards import entry_modules
+
+    family, cfg = params.method_config(method)
+    grpo = params.method_grpo(method)
+    config = {"method": method, "family": family, "reward": cfg.model_dump(),
+              "grpo": grpo.model_dump(), "collapse": params.collapse.model_dump(),
+              "heldout": {k: getattr(params.eval, k) for k in HELDOUT_KEYS},
+              "base_model_path": params.base_model.path,
+              "code": code_digest(["flows.train", *entry_modules(family)])}
+    if family == "rlvrr":  # the only method that reads the synthesized reference components
+        config["components"] = files_digest(sorted(paths.COMPONENTS.glob("*.jsonl")))
+    return config
+
+
+def evaluate_budgets(params: Params, methods: list[str]) -> dict[str, int]:
+    """Completion budget of each trained task not among `eval.benchmarks` (a policy is always
+    scored on the task it trained on, with the budget it trained with: GenRM answers are long)."""
+    budgets: dict[str, int] = {}
+    for method in methods:
+        g = params.method_grpo(method)
+        if g.task not in params.eval.benchmarks:
+            budgets[g.task] = max(budgets.get(g.task, 0), params.eval.max_new_tokens,
+                                  g.max_completion_length)
+    return budgets
+
+
+def self_eval_probe(params: Params, method: str | None):
+    """The settings the self-evaluation probe prompts with: an RLME run's own template and
+    questions (what its reward read), `eval.self_eval` for the base and every other method."""
+    if method is not None:
+        family, cfg = params.method_config(method)
+        if family == "rlme":
+            return cfg
+    return params.eval.self_eval
+
+
+def evaluate_config(params: Params, method: str | None) -> dict:
+    """What `evaluate@<method>-<seed>` (or `evaluate_base` for None) depends on besides its policy."""
+    probe = self_eval_probe(params, method)
+    config: dict = {"method": method or "base", "eval": params.eval.model_dump(exclude={"self_eval"}),
+                    "budgets": evaluate_budgets(params, list(params.methods) if method is None
+                                                else [method]),
+                    "self_eval": {k: getattr(probe, k) if k != "questions"
+                                  else [q.model_dump() for q in probe.questions]
+                                  for k in ("template", "questions", "end_marker")},
+                    "code": code_digest(["flows.evaluate"])}
+    if method is None:
+        config["seed"] = params.seed  # the base's samples are drawn with the top-level seed
+    else:
+        family, cfg = params.method_config(method)
+        config["family"] = family
+        if family == "rlcer":  # rubric-hint evaluation prompts with the rubricator's settings
+            config["rubricator"] = {"template": cfg.rubricator_template,
+                                    "max_rubric_tokens": cfg.max_rubric_tokens}
+    return config
+
+
+def configure(params: Params, out: Path = RUNS) -> dict[str, str]:
+    """Write every run's files under `out`; returns {file: its code digest} for the log."""
+    written: dict[str, str] = {}
+    files = {Path("base") / "evaluate.json": evaluate_config(params, None)}
+    for method in params.methods:
+        files[Path(method) / "train.json"] = train_config(params, method)
+        files[Path(method) / "evaluate.json"] = evaluate_config(params, method)
+    keep = {out / f for f in files}
+    if out.exists():  # a method removed from `methods` leaves no stale file behind
+        for stale in sorted(out.rglob("*.json")):
+            if stale not in keep:
+                stale.unlink()
+    for rel, config in files.items():
+        write_json(out / rel, config)
+        written[str(rel)] = config["code"]
+    return written
+
+
+@flow(name="configure", log_prints=True)
+def configure_flow(preset: str | None = None) -> dict[str, str]:
+    """Resolve every run's settings and code digest into data/runs/."""
+    return configure(load(preset=preset))
+
+
+def main() -> None:
+    p = parser(__doc__)
+    args = p.parse_args()
+    written = configure(load(args.params, preset=args.preset))
+    print(json.dumps(written, indent=1))
+
+
+if __name__ == "__main__":
+    run_main(main)
