@@ -10,7 +10,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PREFECT_HOME ?= $(abspath .prefect)
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
 
-.PHONY: setup run test test-slow ci mlflow-ui prefect-server prefect-worker prefect-deploy clean
+.PHONY: setup run study results test test-slow ci mlflow-ui prefect-server prefect-worker prefect-deploy clean
 
 setup: $(VENV)/.installed
 
@@ -22,8 +22,14 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e ".[dev,embedding]"
 	touch $@
 
-run: setup  ## reproduce the embedded default end to end (dvc repro)
-	$(VENV)/bin/dvc repro
+run: setup  ## the embedded default: seed 0 of every method, through the Prefect pipeline
+	$(PY) -m flows.pipeline --seeds 0
+
+study: setup  ## the study of record: every method x every seed (what `dvc repro` runs, in parallel)
+	$(PY) -m flows.pipeline
+
+results: setup  ## the README's results table from the metrics files in git
+	$(PY) -m flows.report --readme README.md
 
 test: setup  ## the fast default suite
 	$(PY) -m pytest -q
@@ -39,8 +45,11 @@ mlflow-ui: setup  ## compare methods in the MLflow UI on http://127.0.0.1:5000
 prefect-server: setup  ## local Prefect server (sqlite under .prefect/) on http://127.0.0.1:4200
 	scripts/prefect_server.sh
 
-prefect-deploy: setup  ## register deployments from prefect.yaml and start a worker
+prefect-deploy: setup  ## work pool + deployments from prefect.yaml + zombie automation, then a worker
 	scripts/prefect_deploy.sh
+
+prefect-worker: setup  ## one more worker of the pool in this checkout
+	scripts/prefect_worker.sh
 
 clean:
 	rm -rf data/prepared data/base_model data/checkpoints data/eval data/plots reports

@@ -102,9 +102,7 @@ def run_stage_on_pool(stage: str, rev: str, upstream: list[str], deployment: str
     from prefect.deployments import run_deployment
 
     logger = get_run_logger()
-    if not force:
-        st.fetch_run_cache(ROOT, log=logger.info)
-    action = "run" if force else st.plan(stage, ROOT)
+    action = "run" if force else st.plan(stage, ROOT, pull=True)
     if action == "skip":
         return _finish(stage, "skip")
     if action == "restore":  # a worker already ran it (e.g. before the coordinator restarted)
@@ -137,7 +135,8 @@ def _finish(stage: str, action: str) -> dict:
 def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
              stages: list[str] | None = None, force: bool = False,
              max_parallel: int | None = None, executor: str | None = None,
-             retries: int | None = None, stage_timeout_s: int | None = None) -> dict:
+             retries: int | None = None, stage_timeout_s: int | None = None,
+             threads_per_stage: int | None = None) -> dict:
     """Bring the DAG (or the part for `methods`, `seeds`, `stages`) up to date; unset arguments
     come from params `pipeline`. `force` re-runs the selected train/evaluate stages (and any
     named in `stages`), not what they depend on."""
@@ -146,7 +145,7 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
     cfg = params.pipeline
     limit = max_parallel or cfg.max_parallel
     how = executor or cfg.executor
-    threads = cfg.threads_per_stage or max(1, (os.cpu_count() or 1) // limit)
+    threads = threads_per_stage or cfg.threads_per_stage or max(1, (os.cpu_count() or 1) // limit)
     timeout = stage_timeout_s or cfg.stage_timeout_s
     graph = st.stage_graph(ROOT)
     order = select(graph, methods, seeds, stages)
@@ -206,7 +205,12 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
 def stage_flow(stage: str, rev: str, upstream: list[str] | None = None, force: bool = False,
                timeout_s: float | None = None) -> str:
     """One DVC stage on this worker's clone (the pool executor's unit of work)."""
+    from pathlib import Path
+
     logger = get_run_logger()
+    if Path.cwd().resolve() != ROOT.resolve():  # another checkout's code would write elsewhere
+        raise st.StageFailed(f"this flow run imports the code of {ROOT} but runs in {Path.cwd()}: "
+                             "start workers with scripts/prefect_worker.sh in their own clone")
     threads = load().pipeline.threads_per_stage
     return st.reproduce_on_worker(stage, rev, upstream or [], ROOT, force=force,
                                   timeout_s=timeout_s, threads=threads, log=logger.info)
@@ -220,9 +224,12 @@ def main() -> None:
     p.add_argument("--force", action="store_true", help="re-run the selected train/evaluate stages")
     p.add_argument("--max-parallel", type=int, default=None, help="default: params pipeline.max_parallel")
     p.add_argument("--executor", choices=["local", "pool"], default=None)
+    p.add_argument("--threads", type=int, default=None, help="CPU threads per stage "
+                   "(default: params pipeline.threads_per_stage, else cores / max parallel)")
     args = p.parse_args()
     state = pipeline(methods=args.methods, seeds=args.seeds, stages=args.stages, force=args.force,
-                     max_parallel=args.max_parallel, executor=args.executor, return_state=True)
+                     max_parallel=args.max_parallel, executor=args.executor,
+                     threads_per_stage=args.threads, return_state=True)
     if not state.is_completed():
         raise SystemExit(f"error: {state.message}")
 

@@ -256,6 +256,59 @@ def summary_markdown(agg: dict[str, dict], collected: Collected) -> str:
     return "\n".join(parts) + "\n"
 
 
+# The metrics a task is judged by, in the README's results table.
+TASK_HEADLINE = {"arith": ["arith/pass@1"], "facts": ["facts/coverage"],
+                 "pairs": ["pairs/outcome_acc", "pairs/rc"]}
+README_BEGIN = "<!-- results:begin (python -m flows.report --readme README.md) -->"
+README_END = "<!-- results:end -->"
+
+
+def run_task(data_dir: Path, method: str) -> str:
+    """The task a method trained on, from its resolved settings (flows/configure.py)."""
+    f = Path(data_dir) / "runs" / method / "train.json"
+    try:
+        return read_json(f)["grpo"]["task"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "arith"
+
+
+def results_markdown(agg: dict[str, dict], collected: Collected, data_dir: Path) -> str:
+    """The README's results table: each method's task headline, base vs trained (mean ± std over
+    seeds, n seeds), the base's self-evaluation AUROC and the runs that collapsed."""
+    base = agg.get("base", {})
+    rows = []
+    for method, stats in agg.items():
+        if method == "base":
+            continue
+        task = run_task(data_dir, method)
+        metrics = [m for m in TASK_HEADLINE.get(task, [f"{task}/pass@1"]) if m in stats]
+        if not metrics:
+            continue
+        n = max(stats[m]["n"] for m in metrics)
+        collapsed = sorted({seed for seed, r in collected.runs.get(method, {}).items() if r.events})
+        rows.append([f"`{method}`", task, " / ".join(m.split("/", 1)[1] for m in metrics),
+                     " / ".join(cell(base.get(m), 1) for m in metrics),
+                     " / ".join(cell(stats[m], n) for m in metrics), str(n),
+                     ", ".join(f"seed {s}" for s in collapsed) or "none"])
+    auroc = base.get("self_eval/auroc_q0")
+    lines = [_markdown(["method", "task", "metric", "base", "trained (mean ± std)", "seeds",
+                        "collapse detected"], rows)]
+    if auroc:
+        lines.append(f"\nBase self-evaluation AUROC (`self_eval/auroc_q0`): {cell(auroc, 1)}.")
+    return "\n".join(lines)
+
+
+def update_readme(readme: Path, text: str) -> None:
+    """Replace what stands between the results markers of `readme` with `text`."""
+    page = Path(readme).read_text(encoding="utf-8")
+    head, sep, rest = page.partition(README_BEGIN)
+    _, sep2, tail = rest.partition(README_END)
+    if not sep or not sep2:
+        raise LookupError(f"{readme} has no results section: add the lines {README_BEGIN} and "
+                          f"{README_END} where the table goes")
+    Path(readme).write_text(f"{head}{README_BEGIN}\n{text}\n{README_END}{tail}", encoding="utf-8")
+
+
 def _event_rows(collected: Collected) -> list[list[str]]:
     return [[method, str(seed), str(int(_number(e["step"]))), str(e.get("kind", "?")),
              " ".join(str(e.get("message", "")).split())]
@@ -540,7 +593,14 @@ def main() -> None:
                    "instead (e.g. heldout:arith/pass@1 or train:reward), with --methods and --out")
     p.add_argument("--methods", nargs="+", default=None, help="methods drawn in --figure")
     p.add_argument("--out", type=Path, default=None, help="SVG file written by --figure")
+    p.add_argument("--readme", type=Path, default=None, help="rewrite the results section of this "
+                   "file (README.md) from the metrics under --data-dir instead")
     args = p.parse_args()
+    if args.readme:
+        collected = collect(args.data_dir)
+        update_readme(args.readme, results_markdown(aggregate(collected), collected, args.data_dir))
+        print(f"updated the results section of {args.readme}")
+        return
     if args.figure:
         if not args.methods or args.out is None:
             p.error("--figure needs --methods and --out")

@@ -44,7 +44,9 @@ def config_hash(params: Params, method: str, seed: int) -> str:
     from flows.configure import train_config
 
     base = paths.base_model_dir(params)
-    relevant = {"seed": seed, "config": train_config(params, method), "base": str(base),
+    # Relative to the checkout, so that a worker in another clone computes the same hash.
+    where = str(base.relative_to(paths.ROOT)) if base.is_relative_to(paths.ROOT) else str(base)
+    relevant = {"seed": seed, "config": train_config(params, method), "base": where,
                 "data": files_digest(list(paths.PREPARED.glob("*.jsonl"))),
                 "weights": files_digest(list(Path(base).glob("*.safetensors")))}
     return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]

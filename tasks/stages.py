@@ -13,7 +13,8 @@ stage's command runs. The design (README, "The study pipeline"):
   on are recorded, so two commands never touch the same file.
 - **On a worker (`reproduce_on_worker`).** A worker is a separate clone: it checks out the
   coordinator's commit, restores the stage's upstream outputs from the DVC remote's run-cache
-  (`dvc repro --pull`), runs the stage in place and pushes the result with its run-cache entry.
+  (`dvc repro --pull`), runs the stage in place and pushes the result with its run-cache entry
+  (`push_stage`).
   The coordinator then restores the stage from that entry (`restore_from_remote`) without
   running anything. Models, data and the `cache: false` metrics all travel through the DVC
   remote; nothing is copied by hand.
@@ -128,9 +129,10 @@ def _address(stage: str, root: Path) -> str:
     return f"{Path(root).resolve() / 'dvc.yaml'}:{stage}"
 
 
-def plan(stage: str, root: Path = ROOT) -> str:
-    """What `dvc repro -s STAGE` would do now: `skip` (up to date), `restore` (DVC's local
-    run-cache holds outputs for the current inputs) or `run`.
+def plan(stage: str, root: Path = ROOT, pull: bool = False) -> str:
+    """What `dvc repro -s STAGE` would do now: `skip` (up to date), `restore` (DVC's run-cache
+    holds outputs for the current inputs) or `run`. With `pull`, the outputs a run-cache entry
+    names are downloaded from the DVC remote first (as `dvc repro --pull` does).
 
     Asked through DVC's API rather than `dvc repro --dry`, whose run-cache answer uses the input
     hashes recorded in dvc.lock rather than the workspace's (so it claims "cached" for a stage
@@ -147,22 +149,28 @@ def plan(stage: str, root: Path = ROOT) -> str:
         (st,) = repo.stage.collect(_address(stage, root))
         if not st.changed():
             return "skip"
-        if not _can_hash(st):
-            return "run"
-        # The decision of dvc.stage.cache.StageCache.restore (DVC 3.67), without its checkout:
-        # inputs unchanged -> the outputs recorded in dvc.lock; else the run-cache entry keyed by
-        # the inputs as they are now.
-        if not st.changed_stage() and st.deps_cached() and all(bool(o.hash_info) for o in st.outs):
-            entry = to_single_stage_lockfile(st)
-        else:
-            try:
-                st.save_deps()
-            except DependencyDoesNotExistError:
-                return "run"  # the command will fail and say which input is missing
-            entry = repo.stage_cache._load(st)
+        if pull:  # the remote's run-cache entries (small files), as `dvc repro --pull` does
+            repo.stage_cache.pull(None)
+        try:
+            if not _can_hash(st):
+                return "run"
+            # The decision of dvc.stage.cache.StageCache.restore (DVC 3.67), without its
+            # checkout: inputs unchanged -> the outputs recorded in dvc.lock; else the run-cache
+            # entry keyed by the inputs as they are now.
+            if (not st.changed_stage() and st.deps_cached()
+                    and all(bool(o.hash_info) for o in st.outs)):
+                entry = to_single_stage_lockfile(st)
+            else:
+                st.save_deps()  # hash the inputs as they are now (in memory only)
+                entry = repo.stage_cache._load(st)
+        except (DependencyDoesNotExistError, FileNotFoundError):
+            return "run"  # an input is missing: the command will fail and name it
         if not entry:
             return "run"
         cached = repo.stage_cache._create_stage(entry, wdir=st.wdir)
+        if pull:
+            for objs in cached.get_used_objs().values():
+                repo.cloud.pull(objs)
         return "restore" if cached.outs_cached() else "run"
 
 
@@ -237,8 +245,29 @@ def reproduce_on_worker(stage: str, rev: str, upstream: list[str], root: Path = 
                                 log=log)
     if action != "run":  # a run records its run-cache entry itself; make sure the others have one
         dvc(["commit", "-f", stage], root, log, what=f"recording {stage}")
-    dvc(["push", "--run-cache", stage], root, log, what=f"pushing {stage} to the DVC remote")
+    push_stage(stage, root, log)
     return action
+
+
+def push_stage(stage: str, root: Path = ROOT, log: Callable[[str], object] = print) -> None:
+    """Send a recorded stage's run-cache entry and every output it names to the DVC remote.
+
+    `dvc push --run-cache` sends the entries but only the outputs DVC caches, not the
+    `cache: false` metrics and curves, without which the entry cannot be restored elsewhere; the
+    run-cache holds a copy of those too, and this pushes them (as `dvc repro --pull` pulls them).
+    """
+    from dvc.repo import Repo
+
+    with _DVC_LOCK, contextlib.chdir(root), Repo(str(root)) as repo, repo.lock:
+        (st,) = repo.stage.collect(_address(stage, root))
+        entry = repo.stage_cache._load(st)
+        if not entry:
+            raise StageFailed(f"{stage}: no run-cache entry to push (record it with dvc commit -f)")
+        cached = repo.stage_cache._create_stage(entry, wdir=st.wdir)
+        repo.stage_cache.push(None)
+        for objs in cached.get_used_objs().values():
+            repo.cloud.push(objs)
+    log(f"{stage}: pushed to the DVC remote with its run-cache entry")
 
 
 def publish_run_cache(root: Path = ROOT, stages: list[str] | None = None,
@@ -247,18 +276,12 @@ def publish_run_cache(root: Path = ROOT, stages: list[str] | None = None,
     (`dvc repro` skips it for stages with `cache: false` outputs) and push everything."""
     for stage in stages or []:
         dvc(["commit", "-f", stage], root, log, what=f"recording {stage}")
-    dvc(["push", "--run-cache"], root, log, what="pushing to the DVC remote")
-
-
-def fetch_run_cache(root: Path = ROOT, log: Callable[[str], object] = print) -> None:
-    """Bring the DVC remote's run-cache entries, and the outputs they name, into the local cache."""
-    dvc(["fetch", "--run-cache"], root, log, what="fetching the run-cache from the DVC remote")
+        push_stage(stage, root, log)
 
 
 def restore_from_remote(stage: str, root: Path = ROOT, log: Callable[[str], object] = print) -> None:
     """Record a stage a worker ran: restore it from the remote's run-cache, never run it here."""
-    fetch_run_cache(root, log)
-    action = plan(stage, root)
+    action = plan(stage, root, pull=True)
     if action == "run":
         raise StageFailed(f"{stage}: the worker finished but the DVC remote has no run-cache "
                           "entry matching this workspace (different code, params or inputs?)")

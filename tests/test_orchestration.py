@@ -28,19 +28,20 @@ def sh(cmd, cwd, env=None, timeout=900):
     return r.stdout
 
 
-def make_clone(dest: Path, grpo: dict | None = None) -> dict:
+def make_clone(dest: Path, grpo: dict | None = None, top: dict | None = None) -> dict:
     """The working tree copied into a fresh git repo at `dest`, with `preset: ci` set in its
-    params.yaml and `grpo` merged over `presets.ci.grpo`; returns the environment to run it in."""
+    params.yaml, `grpo` merged over `presets.ci.grpo` and `top` over the top-level keys (default:
+    one seed, `seeds: [0]`); returns the environment to run it in."""
     shutil.copytree(ROOT, dest, ignore=COPY_IGNORE)
     (dest / "mlflow").mkdir()
     (dest / "data").mkdir(exist_ok=True)
     (dest / "data" / ".gitignore").write_text((ROOT / "data" / ".gitignore").read_text())
     params = (dest / "params.yaml").read_text().replace("\npreset: null\n", "\npreset: ci\n")
     assert "\npreset: ci\n" in params, "params.yaml no longer has a top-level `preset: null`"
-    if grpo:
-        raw = yaml.safe_load(params)
-        raw["presets"]["ci"]["grpo"].update(grpo)
-        params = yaml.safe_dump(raw, sort_keys=False)
+    raw = yaml.safe_load(params)
+    raw["presets"]["ci"]["grpo"].update(grpo or {})
+    raw.update({"seeds": [0], **(top or {})})
+    params = yaml.safe_dump(raw, sort_keys=False)
     (dest / "params.yaml").write_text(params)
     (dest / "dvc.lock").unlink(missing_ok=True)
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", DVC_NO_ANALYTICS="1",
@@ -118,7 +119,8 @@ def test_changing_the_test_budget_reevaluates_without_retraining(clone):
         out = sh([str(BIN / "dvc"), "repro"], d, env)
         ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
         methods = yaml.safe_load(text)["methods"]
-        assert ran == {"evaluate_base", "report", *(f"evaluate@{m}-0" for m in methods)}, out
+        assert ran == {"configure", "evaluate_base", "report",
+                       *(f"evaluate@{m}-0" for m in methods)}, out
         assert "Stage 'train@rlvr-0' didn't change" in out
     finally:
         sh("git checkout -- params.yaml", d, env)
@@ -133,7 +135,7 @@ def test_prefect_pipeline_flow_runs_stages_in_order(clone):
     out = sh([sys.executable, "-c", code], d, dict(env, PREFECT_HOME=str(d / ".prefect")))
     stages = json.loads(out.split("RESULT", 1)[1].strip().splitlines()[0])
     methods = yaml.safe_load((d / "params.yaml").read_text())["methods"]
-    assert stages == sorted(["prepare", "synthesize", "build_base", "evaluate_base", "report",
+    assert stages == sorted(["prepare", "synthesize", "build_base", "configure", "evaluate_base", "report",
                              *(f"{s}@{m}-0" for m in methods for s in ("train", "evaluate"))])
 
 
@@ -158,7 +160,7 @@ def test_prefect_failing_stage_fails_the_flow_and_stops_downstream(clone, tmp_pa
     log = r.stdout + r.stderr
     assert "STATE FAILED" in log, log[-3000:]
     assert "stage prepare failed" in log and "disk on fire" in log
-    assert log.count("running ") >= 2  # the first try and one retry
+    assert log.count("prepare: python -m flows.prepare") >= 2  # the first try and one retry
     assert not (broken / "data" / "base_model").exists()
 
 
@@ -225,3 +227,38 @@ def test_prefect_server_deployment_run(clone, tmp_path):
                     p.wait(timeout=30)
                 except subprocess.TimeoutExpired:
                     p.kill()
+
+
+def _ran(out: str) -> set[str]:
+    return {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
+
+
+def test_an_rlme_edit_reruns_only_the_rlme_family(clone):
+    """Per-method invalidation with `dvc repro`: an RLME setting, then RLME's reward code, re-run
+    the RLME stages and the report (and the cheap `configure` that notices); a shared module
+    re-runs every method that imports it."""
+    d, env = clone
+    dvc = str(BIN / "dvc")
+    methods = yaml.safe_load((d / "params.yaml").read_text())["methods"]
+    rlme = {"configure", "train@rlme-0", "evaluate@rlme-0", "report"}
+    try:
+        raw = yaml.safe_load((d / "params.yaml").read_text())
+        raw["reward"]["rlme"]["template"] = raw["reward"]["rlme"]["template"].replace(
+            "Question:", "Q:")
+        (d / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+        assert _ran(sh([dvc, "repro"], d, env)) == rlme
+        sh("git checkout -- params.yaml", d, env)
+        sh([dvc, "repro"], d, env)
+
+        meta_eval = d / "rewards" / "meta_eval.py"
+        meta_eval.write_text(meta_eval.read_text() + "\n# an edit\n")
+        assert _ran(sh([dvc, "repro"], d, env)) == rlme
+
+        verifiable = d / "rewards" / "verifiable.py"
+        verifiable.write_text(verifiable.read_text() + "\n# an edit\n")
+        assert _ran(sh([dvc, "repro"], d, env)) == {
+            "configure", "evaluate_base", "report",
+            *(f"{s}@{m}-0" for m in methods for s in ("train", "evaluate"))}
+    finally:
+        sh("git checkout -- params.yaml rewards", d, env)
+        sh([dvc, "repro"], d, env)
