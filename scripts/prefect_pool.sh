@@ -4,11 +4,7 @@
 # deployments of prefect.yaml, and the automation that marks a dead worker's flow run Crashed
 # (tasks/pool.py). Idempotent. Then start workers with scripts/prefect_worker.sh.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export PATH="$PWD/.venv/bin:$PATH"
-export PREFECT_HOME="${PREFECT_HOME:-$PWD/.prefect}"
-export PREFECT_API_URL="${PREFECT_API_URL:-http://127.0.0.1:${PREFECT_PORT:-4200}/api}"
-export PREFECT_SERVER_ANALYTICS_ENABLED=false DO_NOT_TRACK=1
+source "$(dirname "$0")/prefect_env.sh"
 prefect work-pool inspect lab-pool >/dev/null 2>&1 || prefect work-pool create lab-pool --type process
 if [[ -n "${POOL_LIMIT:-}" ]]; then
   prefect work-pool set-concurrency-limit lab-pool "$POOL_LIMIT"

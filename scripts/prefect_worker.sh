@@ -3,11 +3,7 @@
 # to change). Start one per GPU or machine, each in its own clone of the repository, with the
 # same PREFECT_API_URL, MLFLOW_TRACKING_URI and DVC remote (README, "A pool of workers").
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export PATH="$PWD/.venv/bin:$PATH"
-export PREFECT_HOME="${PREFECT_HOME:-$PWD/.prefect}"
-export PREFECT_API_URL="${PREFECT_API_URL:-http://127.0.0.1:${PREFECT_PORT:-4200}/api}"
-export PREFECT_SERVER_ANALYTICS_ENABLED=false DO_NOT_TRACK=1
+source "$(dirname "$0")/prefect_env.sh"
 # Flow runs import this clone's code (not another checkout's editable install) and run in it.
 export LAB_ROOT="$PWD" PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 # Heartbeats let the pool's automation (tasks/pool.py) crash a run whose worker died.
