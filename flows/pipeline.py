@@ -150,8 +150,8 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
     graph = st.stage_graph(ROOT)
     order = select(graph, methods, seeds, stages)
     forced = {s for s in order if force and (_MATRIX.match(s) or s in (stages or []))}
-    logger.info("%d stages, up to %d at once (%s executor, %d threads each)", len(order), limit,
-                how, threads)
+    logger.info("%d stages, up to %d at once (%s executor, %d CPU thread(s) per stage)", len(order),
+                limit, how, threads)
     if how == "pool":
         rev = st.committed_revision(ROOT)
         up_to_date = [s for s in order if s not in forced and st.plan(s, ROOT) == "skip"]

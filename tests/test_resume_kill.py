@@ -105,12 +105,18 @@ def test_kill_minus_9_then_rerun_resumes(repo, tmp_path):
     # The curve is whole (restored from the checkpoint's log history) ...
     curve = json.loads((plots / "train.json").read_text())
     assert [c["step"] for c in curve] == list(range(1, STEPS + 1))
-    # ... while the resumed process trained only the steps after the checkpoint.
+    # ... while the resumed process trained only the steps after the checkpoint, logging them into
+    # the killed attempt's MLflow run (one run per method and seed), after that attempt's steps.
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
-    trained = [m.step for m in client.get_metric_history(summary["run_id"], "reward")]
-    assert trained == list(range(resumed + 1, STEPS + 1)), trained
+    trained = [m.step for m in sorted(client.get_metric_history(summary["run_id"], "reward"),
+                                      key=lambda m: m.timestamp)]
+    assert trained[-(STEPS - resumed):] == list(range(resumed + 1, STEPS + 1)), trained
+    before = trained[:-(STEPS - resumed)]  # what the killed attempt had flushed before the kill
+    assert before and before == sorted(set(before)) and before[-1] <= STEPS, trained
+    exp = client.get_experiment_by_name("nolabel-rl-lab")
+    assert len(client.search_runs([exp.experiment_id], "tags.reward_method = 'rlvr'")) == 1
     assert not _leftover_temp_files(d / "data")
 
     status = sh([str(BIN / "dvc"), "status"], d, env)
