@@ -597,7 +597,7 @@ def main() -> None:
                    "file (README.md) from the metrics under --data-dir instead")
     args = p.parse_args()
     if args.readme:
-        collected = collect(args.data_dir)
+        collected = collect(args.data_dir, load(args.params, preset=args.preset).methods)
         update_readme(args.readme, results_markdown(aggregate(collected), collected, args.data_dir))
         print(f"updated the results section of {args.readme}")
         return

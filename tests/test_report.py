@@ -236,3 +236,25 @@ def test_figure_draws_only_the_named_methods_as_a_standalone_svg(tmp_path) -> No
         rep.figure(collected, "arith/pass@1", ["rlvr"])
     with pytest.raises(LookupError, match="no heldout values"):
         rep.figure(collected, "heldout:facts/coverage", ["rlvr"])
+
+
+def test_the_readme_results_table_is_generated_from_the_metrics_files(tmp_path) -> None:
+    data = make_data(tmp_path)
+    write(data / "runs" / "rlvrr_direct" / "train.json", {"grpo": {"task": "facts"}})
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# Lab\n\nintro\n\n{rep.README_BEGIN}\nstale numbers\n{rep.README_END}\n\nrest\n")
+    collected = rep.collect(data, ["rlvr", "random"])
+    rep.update_readme(readme, rep.results_markdown(rep.aggregate(collected), collected, data))
+    text = readme.read_text()
+    assert text.startswith("# Lab\n\nintro\n\n") and text.endswith(f"{rep.README_END}\n\nrest\n")
+    assert "stale numbers" not in text
+    rows = {line.split(" | ")[0].strip("| `"): line for line in text.splitlines()
+            if line.startswith("| `")}
+    assert list(rows)[:2] == ["rlvr", "random"]  # the study's order
+    assert "| arith | pass@1 | 0.200 | 0.500 ± 0.100 | 2 | seed 1 |" in rows["rlvr"]
+    assert "| facts | coverage | 0.300 | 0.700 | 1 | none |" in rows["rlvrr_direct"]
+    rep.update_readme(readme, "again")  # idempotent: the markers stay, once each
+    assert readme.read_text().count(rep.README_BEGIN) == 1 and "again" in readme.read_text()
+    readme.write_text("no markers")
+    with pytest.raises(LookupError, match="no results section"):
+        rep.update_readme(readme, "x")
