@@ -8,6 +8,7 @@ overrides are merged over the file before validation; CI uses the `ci` preset to
 from __future__ import annotations
 
 import copy
+import re
 import os
 from pathlib import Path
 from typing import Literal
@@ -23,6 +24,44 @@ PARAMS_FILE = ROOT / "params.yaml"
 
 class ParamsError(ValueError):
     """params.yaml (or an override) is invalid; the message names the key."""
+
+
+def template_fields(template: str) -> list[str]:
+    """The `{placeholder}` names of a str.format template, in order; ValueError if malformed.
+
+    >>> template_fields("{problem}{solution}\\nQuestion: {question}")
+    ['problem', 'solution', 'question']
+    """
+    import string
+
+    names: list[str] = []
+    for _, name, _, _ in string.Formatter().parse(template):
+        if name is None:
+            continue
+        root = name.split(".")[0].split("[")[0]
+        if not root:
+            raise ValueError(f"positional placeholder '{{{name}}}'; name every placeholder")
+        if root not in names:
+            names.append(root)
+    return names
+
+
+def _placeholders(template: str, allowed: tuple[str, ...]) -> str:
+    """`template` if it uses only `allowed` placeholders (literal braces are written {{ }})."""
+    try:
+        fields = template_fields(template)
+    except ValueError as e:
+        raise ValueError(f"not a valid template ({e}); write literal braces as {{{{ }}}}") from None
+    unknown = [f for f in fields if f not in allowed]
+    if unknown:
+        raise ValueError(f"unknown placeholder {', '.join('{' + u + '}' for u in unknown)}; "
+                         f"allowed: {', '.join('{' + a + '}' for a in allowed)}")
+    return template
+
+
+# The placeholders an evaluator prompt may use (rewards/evaluator_prompt.py fills them; `length`
+# is the one measured quantity the reward and the probe provide).
+EVALUATOR_FIELDS = ("problem", "solution", "answer", "question", "anchor", "length")
 
 
 class Strict(BaseModel):
@@ -204,6 +243,16 @@ class RlmeReward(MethodBase):
     # Add rlvr as a second component (both standardised within the batch, then summed).
     hybrid_rlvr: bool = False
 
+    @field_validator("template")
+    @classmethod
+    def _template(cls, v: str) -> str:
+        return _placeholders(v, EVALUATOR_FIELDS)
+
+    @field_validator("anchor_template")
+    @classmethod
+    def _anchor_template(cls, v: str) -> str:
+        return _placeholders(v, ("gold",))
+
 
 class RlvrrReward(MethodBase):
     # ordered (LCS) | direct (keyword presence, the paper's ablation)
@@ -249,6 +298,11 @@ class RlcerReward(MethodBase):
     max_rubric_tokens: int = Field(ge=8)
     seed: int = 0
 
+    @field_validator("rubricator_template")
+    @classmethod
+    def _rubricator_template(cls, v: str) -> str:
+        return _placeholders(v, ("problem", "solution"))
+
 
 class RationaleReward(MethodBase):
     # outcome (genrm_outcome) | hybrid (AP x outcome) | ap_only (the hacking mode)
@@ -291,6 +345,11 @@ class SelfEvalProbe(Strict):
     template: str
     questions: list[QuestionParams] = Field(min_length=1)
     end_marker: str | None = None
+
+    @field_validator("template")
+    @classmethod
+    def _template(cls, v: str) -> str:
+        return _placeholders(v, EVALUATOR_FIELDS)
 
 
 class Eval(Strict):
@@ -398,11 +457,37 @@ def _merge(base: dict, over: dict, where: str = "") -> dict:
 
 
 def _format(err: ValidationError, source: str) -> str:
+    """One line per mistake. A misspelt key is one mistake, reported once with the likely
+    intended key, not also as the missing key it was meant to be.
+
+    >>> try:
+    ...     Collapse.model_validate({"min_drop": 0.1, "reward_tol": 0, "patience": 2,
+    ...         "entropy_floor": 0, "min_length_frac": 0.1, "max_clipped": 0.5, "earlystop": True})
+    ... except ValidationError as e:
+    ...     print(_format(e, "params.yaml"))
+    params.yaml: earlystop: unknown key (did you mean early_stop?)
+    """
+    import difflib
+
+    errors = err.errors()
+    missing = {tuple(e["loc"]) for e in errors if e["type"] == "missing"}
+    explained: set[tuple] = set()
     lines = []
-    for e in err.errors():
-        key = ".".join(str(p) for p in e["loc"])
-        msg = "unknown key" if e["type"] == "extra_forbidden" else e["msg"]
-        lines.append(f"{source}: {key}: {msg}")
+    for e in errors:
+        if e["type"] != "extra_forbidden":
+            continue
+        loc = tuple(e["loc"])
+        siblings = [m[-1] for m in missing if m[:-1] == loc[:-1]]
+        guess = difflib.get_close_matches(str(loc[-1]), [str(x) for x in siblings], n=1)
+        hint = f" (did you mean {guess[0]}?)" if guess else ""
+        explained.update(m for m in missing if m[:-1] == loc[:-1] and str(m[-1]) in guess)
+        lines.append(f"{source}: {'.'.join(str(p) for p in loc)}: unknown key{hint}")
+    for e in errors:
+        loc = tuple(e["loc"])
+        if e["type"] == "extra_forbidden" or loc in explained:
+            continue
+        msg = e["msg"].removeprefix("Value error, ")
+        lines.append(f"{source}: {'.'.join(str(p) for p in loc)}: {msg}")
     return "\n".join(lines)
 
 
@@ -426,12 +511,33 @@ def validate(raw: dict, source: str = "params.yaml", preset: str | None = None) 
     return params
 
 
+class _Yaml12Loader(yaml.SafeLoader):
+    """PyYAML's safe loader with YAML 1.2 booleans: only true/false are booleans.
+
+    PyYAML follows YAML 1.1, where an unquoted `YES`, `no` or `on` is a boolean. DVC writes
+    params.yaml back with YAML 1.2 rules (`dvc exp run -S key=value`), dropping the quotes around
+    `"YES"`; read with 1.1 rules, RLME's target would then turn into `True`. With 1.2 rules no
+    meaning hangs on quoting.
+
+    >>> yaml.load("target: YES\\nflag: true\\nother: off", Loader=_Yaml12Loader)
+    {'target': 'YES', 'flag': True, 'other': 'off'}
+    """
+
+
+_Yaml12Loader.yaml_implicit_resolvers = {
+    k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:bool"]
+    for k, v in yaml.SafeLoader.yaml_implicit_resolvers.copy().items()}
+_Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+    list("tTfF"))
+
+
 def load(path: str | Path | None = None, preset: str | None = None) -> Params:
     """Load params.yaml; `LAB_PRESET` in the environment picks a preset too (CLI flags win)."""
     path = Path(path) if path else PARAMS_FILE
     with path.open(encoding="utf-8") as f:
         try:
-            raw = yaml.safe_load(f)
+            raw = yaml.load(f, Loader=_Yaml12Loader)  # noqa: S506 (a SafeLoader)
         except yaml.YAMLError as e:
             raise ParamsError(f"{path}: not valid YAML ({e})") from None
     return validate(raw, str(path.name), preset or os.environ.get("LAB_PRESET") or None)

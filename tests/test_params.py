@@ -59,3 +59,48 @@ def test_top_level_keys_are_commented():
     for i, line in enumerate(lines):
         if line and not line.startswith((" ", "#")) and ":" in line:
             assert lines[i - 1].startswith("#"), f"no comment above {line!r}"
+
+
+def test_a_misspelt_key_is_one_line_naming_the_intended_key():
+    r = raw()
+    r["grpo"]["learnig_rate"] = r["grpo"].pop("learning_rate")
+    with pytest.raises(ParamsError) as e:
+        validate(r)
+    assert str(e.value) == ("params.yaml: grpo.learnig_rate: unknown key "
+                            "(did you mean learning_rate?)")
+
+
+@pytest.mark.parametrize("key, template, bad", [
+    ("reward.rlme.template", "{problem}{solution}\nQuestion: {questoin}\nAnswer:", "{questoin}"),
+    ("reward.rlme.anchor_template", "The answer is {answer}.\n", "{answer}"),
+    ("reward.rlcer.rubricator_template", "{problem}{cot}\nRubrics:", "{cot}"),
+    ("eval.self_eval.template", "{problem}{solution}{}", "positional"),
+    ("reward.rlme.template", "{problem}{solution", "not a valid template"),
+])
+def test_a_template_placeholder_typo_fails_at_load_naming_the_key(key, template, bad):
+    r = raw()
+    *parents, leaf = key.split(".")
+    node = r
+    for k in parents:
+        node = node[k]
+    node[leaf] = template
+    with pytest.raises(ParamsError) as e:
+        validate(r)
+    (line,) = str(e.value).splitlines()
+    assert line.startswith(f"params.yaml: {key}: ") and bad in line, line
+
+
+def test_params_survive_dvc_exp_run_set_param(tmp_path):
+    """`dvc exp run -S key=value` rewrites params.yaml through OmegaConf: quotes go (RLME's
+    `"YES"` target is written bare) and so may comments. The values must not change."""
+    import shutil
+
+    from dvc.utils.hydra import apply_overrides
+
+    p = tmp_path / "params.yaml"
+    shutil.copy(PARAMS_FILE, p)
+    apply_overrides(p, ["grpo.learning_rate=1e-4"])
+    assert "target: YES\n" in p.read_text()  # the quotes are gone
+    before, after = load(), load(p)
+    assert after.grpo.learning_rate == 1e-4
+    assert after.model_copy(update={"grpo": before.grpo}) == before
