@@ -5,7 +5,9 @@
 Copies the project (code, params, dvc files and the prepared data, components, run configs and
 base model) into a scratch folder, so the study's outputs and dvc.lock stay untouched, and there
 runs the same train stages twice through `flows.pipeline` with `--force`: `--max-parallel 1`,
-then `--max-parallel 2`, one CPU thread per stage both times. Prints a table and writes
+then `--max-parallel 2`, one CPU thread per stage both times. A forced train stage starts from
+scratch (its resumable `checkpoint-<step>` folders are deleted with its outputs), so both passes
+train every step. Prints a table and writes
 `benchmarks/results/parallel_stages.json` (a DVC metric). Machine otherwise idle, one sitting.
 """
 

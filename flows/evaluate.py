@@ -59,9 +59,13 @@ def evaluate(params: Params, name: str, seed: int | None = None) -> dict:
     write_json(paths.eval_dir(name, seed) / "metrics.json", metrics)
     tracking.setup()
     if name == "base":
-        tags = {"reward_method": "base", "seed": str(params.seed), "stage": "evaluate",
-                "git_commit": tracking.git_commit(), "data_hash": tracking.data_hash(paths.PREPARED)}
-        with tracking.run(f"base-seed{params.seed}", tags):
+        # One run per (base model, data, seed): a re-evaluation writes into it again.
+        match = {"reward_method": "base", "seed": str(params.seed), "stage": "evaluate",
+                 "data_hash": tracking.data_hash(paths.PREPARED),
+                 "base_hash": tracking.data_hash(paths.base_model_dir(params), "*.safetensors")}
+        run_id = tracking.training_run_id(match, resumable=False)
+        with tracking.run(f"base-seed{params.seed}", {**match, "git_commit": tracking.git_commit()},
+                          run_id=run_id):
             tracking.log_metrics({f"test/{k}": v for k, v in metrics.items()})
     else:
         run_id = read_json(paths.checkpoint_dir(name, seed) / "run.json")["run_id"]

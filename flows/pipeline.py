@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import sys
 import time
 
 from prefect import flow, get_run_logger, task
@@ -85,19 +86,30 @@ def select(graph: dict[str, set[str]], methods: list[str] | None = None,
     return order
 
 
-@task(name="dvc-stage", task_run_name="{stage}", retry_delay_seconds=5)
+def retryable(task, task_run, state) -> bool:
+    """Prefect's retry condition: a stage that rejected its input (exit 2) is not retried, since
+    the same params or rows fail the same way; anything else (a crash, a killed worker, a
+    timeout) is."""
+    exc = state.data if isinstance(state.data, BaseException) else None
+    return not isinstance(exc, st.StageInputError) and "StageInputError" not in (state.message or "")
+
+
+@task(name="dvc-stage", task_run_name="{stage}", retry_delay_seconds=5,
+      retry_condition_fn=retryable)
 def run_stage(stage: str, force: bool = False, timeout_s: float | None = None,
-              threads: int | None = None) -> dict:
+              threads: int | None = None, extra_env: dict[str, str] | None = None) -> dict:
     """Bring one DVC stage up to date in this workspace."""
     logger = get_run_logger()
     action = st.reproduce_in_place(stage, ROOT, force=force, timeout_s=timeout_s, threads=threads,
-                                   log=logger.info)
+                                   log=logger.info, extra_env=extra_env)
     return _finish(stage, action)
 
 
-@task(name="pool-stage", task_run_name="{stage}", retry_delay_seconds=5)
+@task(name="pool-stage", task_run_name="{stage}", retry_delay_seconds=5,
+      retry_condition_fn=retryable)
 def run_stage_on_pool(stage: str, rev: str, upstream: list[str], deployment: str,
-                      force: bool = False, timeout_s: float | None = None) -> dict:
+                      force: bool = False, timeout_s: float | None = None,
+                      extra_env: dict[str, str] | None = None) -> dict:
     """Run one DVC stage as a flow run on a work-pool worker, then record it here."""
     from prefect.deployments import run_deployment
 
@@ -109,16 +121,42 @@ def run_stage_on_pool(stage: str, rev: str, upstream: list[str], deployment: str
         st.restore_from_remote(stage, ROOT, log=logger.info)
         return _finish(stage, "restore")
     run = run_deployment(deployment, parameters={"stage": stage, "rev": rev, "upstream": upstream,
-                                                 "force": force, "timeout_s": timeout_s},
+                                                 "force": force, "timeout_s": timeout_s,
+                                                 "extra_env": extra_env},
                          flow_run_name=stage, timeout=None, poll_interval=5)
     state = run.state
     if state is None or not state.is_completed():
-        raise st.StageFailed(f"stage {stage}: flow run {run.name} ended "
-                             f"{state.name if state else 'without a state'}: "
-                             f"{(state.message if state else '') or ''}")
+        message = (state.message if state else "") or ""
+        kind = st.StageInputError if "StageInputError" in message else st.StageFailed
+        raise kind(f"stage {stage}: flow run {run.name} ended "
+                   f"{state.name if state else 'without a state'}: {_exception_text(message)}")
     logger.info("%s finished on a worker (flow run %s); restoring it here", stage, run.name)
     st.restore_from_remote(stage, ROOT, log=logger.info)
     return _finish(stage, "run")
+
+
+def _parent_run(params, order: list[str]) -> tuple[str, dict[str, str]]:
+    """The MLflow parent run of this invocation and the environment that makes the stages' new
+    runs its children (tasks/tracking.py), tagged with the Prefect flow run and git commit."""
+    from prefect.runtime import flow_run
+
+    from tasks import tracking
+
+    flow_run_id = str(flow_run.id or "")
+    parent = tracking.start_parent(f"pipeline {flow_run.name or ''}".strip(), {
+        "stage": "pipeline", "prefect_flow_run_id": flow_run_id,
+        "prefect_flow_run_name": str(flow_run.name or ""), "git_commit": tracking.git_commit(),
+        "preset": params.preset or "default", "stages": str(len(order))})
+    return parent, {tracking.PARENT_ENV: parent, tracking.FLOW_RUN_ENV: flow_run_id}
+
+
+def _exception_text(message: str) -> str:
+    """A Prefect state message without its wrapper: "Task run encountered an exception
+    StageFailed: stage x failed (exit 1): ..." -> "stage x failed (exit 1): ..."."""
+    import re
+
+    return re.sub(r"^.*?encountered an exception:?\s*(\w+(Error|Failed): )?", "", message,
+                  flags=re.S).strip() or message
 
 
 def _finish(stage: str, action: str) -> dict:
@@ -149,6 +187,7 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
     timeout = stage_timeout_s or cfg.stage_timeout_s
     graph = st.stage_graph(ROOT)
     order = select(graph, methods, seeds, stages)
+    parent, extra_env = _parent_run(params, order)
     forced = {s for s in order if force and (_MATRIX.match(s) or s in (stages or []))}
     logger.info("%d stages, up to %d at once (%s executor, %d CPU thread(s) per stage)", len(order),
                 limit, how, threads)
@@ -160,12 +199,13 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
 
         def start(s: str):
             return submit.submit(s, rev, sorted(graph[s] & set(order)), cfg.stage_deployment,
-                                 force=s in forced, timeout_s=timeout)
+                                 force=s in forced, timeout_s=timeout, extra_env=extra_env)
     else:
         local = run_stage.with_options(retries=retries if retries is not None else cfg.retries)
 
         def start(s: str):
-            return local.submit(s, force=s in forced, timeout_s=timeout, threads=threads)
+            return local.submit(s, force=s in forced, timeout_s=timeout, threads=threads,
+                                extra_env=extra_env)
 
     results: dict[str, dict] = {}
     failed: dict[str, str] = {}
@@ -189,21 +229,26 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
                 if state.is_completed():
                     results[s] = future.result()
                 else:
-                    failed[s] = state.message or state.name
+                    failed[s] = _exception_text(state.message or state.name)
                     logger.error("%s failed: %s", s, failed[s])
     ran = [s for s, r in results.items() if r.get("action") != "skip"]
     logger.info("pipeline: %d stages ran or restored, %d up to date, %d failed, %d not run",
                 len(ran), len(results) - len(ran), len(failed), len(blocked))
+    from tasks import tracking
+
+    tracking.end_parent(parent, {"stages_ran": len(ran), "stages_up_to_date": len(results) - len(ran),
+                                 "stages_failed": len(failed), "stages_not_run": len(blocked)},
+                        ok=not failed)
     if failed:
-        raise st.StageFailed(f"{len(failed)} stage(s) failed: " + "; ".join(
-            f"{s}: {m}" for s, m in failed.items())
-            + (f". Not run (downstream): {', '.join(blocked)}" if blocked else ""))
+        kind = st.StageInputError if all(_user_error(m) for m in failed.values()) else st.StageFailed
+        raise kind("; ".join(failed.values())
+                   + (f" ({len(blocked)} downstream stage(s) not run)" if blocked else ""))
     return results
 
 
 @flow(name="stage", log_prints=True)
 def stage_flow(stage: str, rev: str, upstream: list[str] | None = None, force: bool = False,
-               timeout_s: float | None = None) -> str:
+               timeout_s: float | None = None, extra_env: dict[str, str] | None = None) -> str:
     """One DVC stage on this worker's clone (the pool executor's unit of work)."""
     from pathlib import Path
 
@@ -213,7 +258,8 @@ def stage_flow(stage: str, rev: str, upstream: list[str] | None = None, force: b
                              "start workers with scripts/prefect_worker.sh in their own clone")
     threads = load().pipeline.threads_per_stage
     return st.reproduce_on_worker(stage, rev, upstream or [], ROOT, force=force,
-                                  timeout_s=timeout_s, threads=threads, log=logger.info)
+                                  timeout_s=timeout_s, threads=threads, log=logger.info,
+                                  extra_env=extra_env)
 
 
 def main() -> None:
@@ -231,7 +277,14 @@ def main() -> None:
                      max_parallel=args.max_parallel, executor=args.executor,
                      threads_per_stage=args.threads, return_state=True)
     if not state.is_completed():
-        raise SystemExit(f"error: {state.message}")
+        message = _exception_text(state.message or state.name)
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(st.USER_ERROR_EXIT if _user_error(message) or "ParamsError" in (
+            state.message or "") else 1)
+
+
+def _user_error(message: str) -> bool:
+    return f"(exit {st.USER_ERROR_EXIT})" in message
 
 
 if __name__ == "__main__":

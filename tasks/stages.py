@@ -41,7 +41,42 @@ from core.params import ROOT
 
 
 class StageFailed(RuntimeError):
-    """A DVC stage (or a DVC command around it) failed; the message carries its last log lines."""
+    """A DVC stage (or a DVC command around it) failed; the message says which and why in a line."""
+
+
+class StageInputError(StageFailed):
+    """The stage rejected its input (exit 2: bad params, malformed rows, a missing file): the same
+    input fails the same way, so the pipeline does not retry it."""
+
+
+# The exit code of a user error (core/cli.py `run_main`: "fix your input").
+USER_ERROR_EXIT = 2
+
+
+def reason(tail: list[str]) -> str:
+    """The one line of a failed command's output that says why: its `error: ...` line (a user
+    error, core/cli.py), else the last exception line of a traceback, else its last line.
+
+    >>> reason(["Traceback (most recent call last):", '  File "x.py"', "KeyError: 'a'", "done"])
+    "KeyError: 'a'"
+    >>> reason(["loading", "error: params.yaml: grpo.lr: unknown key"])
+    'params.yaml: grpo.lr: unknown key'
+    """
+    import re
+
+    for line in reversed(tail):
+        if line.startswith("error: "):
+            return line.removeprefix("error: ")
+    for line in reversed(tail):
+        if re.match(r"^[\w.]*(Error|Exception|Interrupt|Exit)\b", line):
+            return line
+    return tail[-1] if tail else "no output"
+
+
+def failure(stage: str, rc: int, tail: list[str]) -> StageFailed:
+    """The exception for a stage command that exited `rc`: one line naming the stage and why."""
+    kind = StageInputError if rc == USER_ERROR_EXIT else StageFailed
+    return kind(f"stage {stage} failed (exit {rc}): {reason(tail)}")
 
 
 # One DVC command at a time from this process: DVC's repository lock is per workspace and fails
@@ -50,9 +85,10 @@ _DVC_LOCK = threading.Lock()
 _TAIL = 15
 
 
-def stage_env(threads: int | None = None) -> dict[str, str]:
-    """The environment a stage runs in: this interpreter's bin first, `threads` CPU threads."""
-    env = dict(os.environ)
+def stage_env(threads: int | None = None, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a stage runs in: this interpreter's bin first, `threads` CPU threads,
+    `extra` on top (e.g. the pipeline invocation's MLflow parent run)."""
+    env = dict(os.environ, **(extra or {}))
     bin_dir = str(Path(sys.executable).parent)
     env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
     env.setdefault("DVC_NO_ANALYTICS", "1")
@@ -100,7 +136,7 @@ def dvc(args: list[str], root: Path, log: Callable[[str], object] = lambda _: No
     with _DVC_LOCK:
         rc, tail, _ = run_command([dvc_executable(), "--wait-for-lock", *args], root, log)
     if rc != 0:
-        raise StageFailed(f"{what or 'dvc ' + args[0]} failed (dvc exit {rc}): " + " | ".join(tail[-5:]))
+        raise StageFailed(f"{what or 'dvc ' + args[0]} failed (dvc exit {rc}): {reason(tail)}")
     return tail
 
 
@@ -183,7 +219,8 @@ def _remove(path: Path) -> None:
 
 def reproduce_in_place(stage: str, root: Path = ROOT, *, force: bool = False,
                        timeout_s: float | None = None, threads: int | None = None,
-                       log: Callable[[str], object] = print) -> str:
+                       log: Callable[[str], object] = print,
+                       extra_env: dict[str, str] | None = None) -> str:
     """Bring `stage` up to date in `root` as `dvc repro -s` would, holding DVC's lock only around
     the bookkeeping. Returns `skip` (up to date), `restore` (from the run-cache) or `run`."""
     action = "run" if force else plan(stage, root)
@@ -196,12 +233,16 @@ def reproduce_in_place(stage: str, root: Path = ROOT, *, force: bool = False,
     cmd, outs = stage_command(stage, root)
     for out in outs:
         _remove(out)
+    if force:  # a forced training starts afresh instead of resuming its finished run
+        for resumable in {c for out in outs for c in out.parent.glob("checkpoint-*")}:
+            _remove(resumable)
     log(f"{stage}: {cmd}")
-    rc, tail, timed_out = run_command(cmd, root, log, timeout_s, env=stage_env(threads))
+    rc, tail, timed_out = run_command(cmd, root, log, timeout_s,
+                                      env=stage_env(threads, extra_env))
     if timed_out:
         raise StageFailed(f"stage {stage} timed out after {timeout_s:g} s and was killed")
     if rc != 0:
-        raise StageFailed(f"stage {stage} failed (exit {rc}): " + " | ".join(tail[-5:]))
+        raise failure(stage, rc, tail)
     dvc(["commit", "-f", stage], root, log, what=f"recording {stage} in dvc.lock")
     return action
 
@@ -232,7 +273,8 @@ def committed_revision(root: Path = ROOT) -> str:
 
 def reproduce_on_worker(stage: str, rev: str, upstream: list[str], root: Path = ROOT, *,
                         force: bool = False, timeout_s: float | None = None,
-                        threads: int | None = None, log: Callable[[str], object] = print) -> str:
+                        threads: int | None = None, log: Callable[[str], object] = print,
+                        extra_env: dict[str, str] | None = None) -> str:
     """In a worker's clone: check out `rev`, restore `upstream` from the DVC remote, reproduce
     `stage`, push its outputs and run-cache entry to the remote."""
     git(["fetch", "--quiet", "origin"], root)
@@ -242,7 +284,7 @@ def reproduce_on_worker(stage: str, rev: str, upstream: list[str], root: Path = 
         # has recorded it: then this is still correct, just slower).
         dvc(["repro", "--pull", *upstream], root, log, what=f"restoring the inputs of {stage}")
     action = reproduce_in_place(stage, root, force=force, timeout_s=timeout_s, threads=threads,
-                                log=log)
+                                log=log, extra_env=extra_env)
     if action != "run":  # a run records its run-cache entry itself; make sure the others have one
         dvc(["commit", "-f", stage], root, log, what=f"recording {stage}")
     push_stage(stage, root, log)

@@ -1,4 +1,5 @@
-"""MLflow tracking: one sqlite store under `mlflow/`, one experiment, a run per (method, seed).
+"""MLflow tracking: one sqlite store under `mlflow/`, one experiment, a run per (method, seed,
+config), each pipeline invocation a parent run over the runs it created.
 
 The tracking URI is absolute and resolved from the repository root, so every stage, test and the
 `mlflow ui` command see the same store whatever the current directory (MLflow's default path
@@ -17,6 +18,12 @@ from pathlib import Path
 from core.params import ROOT
 
 EXPERIMENT = "nolabel-rl-lab"
+# Set by the pipeline flow for the stages it runs: their new runs become children of the
+# invocation's parent run and carry the Prefect flow-run id.
+PARENT_ENV = "LAB_MLFLOW_PARENT_RUN_ID"
+FLOW_RUN_ENV = "LAB_PREFECT_FLOW_RUN_ID"
+# MLflow 3 opens an experiment on its GenAI pages unless told it holds model training runs.
+_KIND = {"mlflow.experimentKind": "custom_model_development"}
 
 
 def tracking_uri() -> str:
@@ -39,12 +46,17 @@ def setup() -> None:
     # fails with "table experiments already exists".
     with open(ROOT / "mlflow" / ".setup.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if mlflow.get_experiment_by_name(name) is None:
+        exp = mlflow.get_experiment_by_name(name)
+        if exp is None:
             # A tracking server (scripts/mlflow_server.sh) stores artifacts where it was told to
             # (proxied, so every worker's artifacts reach it); a local store keeps them in mlflow/.
             local = not uri.startswith(("http://", "https://"))
             mlflow.create_experiment(
-                name, artifact_location=(ROOT / "mlflow" / "artifacts").as_uri() if local else None)
+                name, artifact_location=(ROOT / "mlflow" / "artifacts").as_uri() if local else None,
+                tags=_KIND)
+        elif any(exp.tags.get(k) != v for k, v in _KIND.items()):
+            for k, v in _KIND.items():
+                mlflow.MlflowClient().set_experiment_tag(exp.experiment_id, k, v)
     mlflow.set_experiment(name)
 
 
@@ -56,10 +68,10 @@ def git_commit() -> str:
         return "unknown"
 
 
-def data_hash(folder: Path) -> str:
-    """A short content hash of the prepared data files (names and bytes)."""
+def data_hash(folder: Path, pattern: str = "*.jsonl") -> str:
+    """A short content hash of the files of `folder` matching `pattern` (names and bytes)."""
     h = hashlib.sha256()
-    for p in sorted(Path(folder).glob("*.jsonl")):
+    for p in sorted(Path(folder).glob(pattern)):
         h.update(p.name.encode())
         h.update(p.read_bytes())
     return h.hexdigest()[:16]
@@ -83,12 +95,43 @@ def run(name: str, tags: dict[str, str], params: dict | None = None, run_id: str
     import mlflow
 
     setup()
+    tags = {**tags, **invocation_tags(new=run_id is None)}
     with mlflow.start_run(run_id=run_id, run_name=None if run_id else name, tags=tags) as active:
         if params and not run_id:
             items = list(flatten(params).items())
             for i in range(0, len(items), 100):
                 mlflow.log_params(dict(items[i:i + 100]))
         yield active
+
+
+def invocation_tags(new: bool) -> dict[str, str]:
+    """Tags tying a run to the pipeline invocation that ran it: a new run becomes a child of
+    the invocation's parent run; every run notes the last Prefect flow run that touched it."""
+    tags = {}
+    if os.environ.get(FLOW_RUN_ENV):
+        tags["prefect_flow_run_id"] = os.environ[FLOW_RUN_ENV]
+    if new and os.environ.get(PARENT_ENV):
+        tags["mlflow.parentRunId"] = os.environ[PARENT_ENV]
+    return tags
+
+
+def start_parent(name: str, tags: dict[str, str]) -> str:
+    """Open the parent run of a pipeline invocation (ended by `end_parent`); its id."""
+    from mlflow.tracking import MlflowClient
+
+    setup()
+    client = MlflowClient()
+    exp = client.get_experiment_by_name(os.environ["MLFLOW_EXPERIMENT_NAME"])
+    return client.create_run(exp.experiment_id, run_name=name, tags=tags).info.run_id
+
+
+def end_parent(run_id: str, metrics: dict[str, float], ok: bool) -> None:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient()
+    for k, v in metrics.items():
+        client.log_metric(run_id, k, v)
+    client.set_terminated(run_id, status="FINISHED" if ok else "FAILED")
 
 
 def previous_runs(match: dict[str, str]) -> list:

@@ -145,3 +145,37 @@ def test_the_pool_executor_refuses_uncommitted_code(toy):
     (toy / "dvc.yaml").write_text((toy / "dvc.yaml").read_text() + "\n")
     with pytest.raises(st.StageFailed, match="commit .* first: dvc.yaml"):
         st.committed_revision(toy)
+
+
+def test_a_user_error_is_one_line_and_not_retried(toy):
+    """Exit 2 is core/cli.py's "fix your input": the same input fails the same way, so the
+    pipeline's retry condition refuses it; any other failure is retried."""
+    from prefect.states import Failed
+
+    from flows.pipeline import retryable
+
+    st.reproduce_in_place("a", toy, log=lambda _: None)
+    (toy / "dvc.yaml").write_text((toy / "dvc.yaml").read_text().replace(
+        "sleep 3 && cat a.txt > c.txt",
+        "\"echo loading; echo 'error: params.yaml: grpo.lr: unknown key' >&2; exit 2\""))
+    with pytest.raises(st.StageInputError) as e:
+        st.reproduce_in_place("c", toy, log=lambda _: None)
+    assert str(e.value) == "stage c failed (exit 2): params.yaml: grpo.lr: unknown key"
+    assert not retryable(None, None, Failed(data=e.value, message=repr(e.value)))
+    crash = st.StageFailed("stage c failed (exit 1): KeyError: 'a'")
+    assert retryable(None, None, Failed(data=crash, message=repr(crash)))
+
+
+def test_a_forced_stage_starts_afresh(toy):
+    """`--force` re-runs a training instead of resuming its finished run: resumable
+    `checkpoint-*` folders beside the stage's outputs go with them."""
+    (toy / "dvc.yaml").write_text((toy / "dvc.yaml").read_text().replace(
+        "cmd: echo a > a.txt\n    outs: [a.txt]",
+        "cmd: mkdir -p run && ls run > a.txt && echo a > run/out.txt\n    outs: [run/out.txt, a.txt]"))
+    st.reproduce_in_place("a", toy, log=lambda _: None)
+    (toy / "run" / "checkpoint-150").mkdir()
+    st.reproduce_in_place("a", toy, force=False, log=lambda _: None)  # up to date: nothing goes
+    assert (toy / "run" / "checkpoint-150").exists()
+    assert st.reproduce_in_place("a", toy, force=True, log=lambda _: None) == "run"
+    assert not (toy / "run" / "checkpoint-150").exists()
+    assert (toy / "a.txt").read_text() == ""  # the command saw no checkpoint
