@@ -2,8 +2,9 @@
 
     python -m benchmarks.parallel_stages            # after the base is built (make run / dvc repro)
 
-Copies the project (code, params, dvc files and the prepared data, components, run configs and
-base model) into a scratch folder, so the study's outputs and dvc.lock stay untouched, and there
+Copies the project (the committed code, params and dvc files, this workspace's dvc.lock, the
+prepared data, components, run configs and base model) into a scratch folder, so the study's
+outputs and dvc.lock stay untouched, and there
 runs the same train stages twice through `flows.pipeline` with `--force`: `--max-parallel 1`,
 then `--max-parallel 2`, one CPU thread per stage both times. A forced train stage starts from
 scratch (its resumable `checkpoint-<step>` folders are deleted with its outputs), so both passes
@@ -30,12 +31,15 @@ KEEP_DATA = ("prepared", "components", "base_model", "runs", "base_model_info.js
 
 
 def scratch_copy(dest: Path) -> dict[str, str]:
-    ignore = shutil.ignore_patterns(".venv", ".git", "data", "mlflow", "reports", ".prefect",
-                                    "__pycache__", "*.egg-info")
-    shutil.copytree(ROOT, dest, ignore=ignore)
+    """The committed code (`git archive HEAD`: a benchmark measures what is committed, not an
+    edit in progress) with this workspace's dvc.lock and the prepared inputs it records."""
+    dest.mkdir(parents=True)
+    subprocess.run(f"git archive HEAD | tar -x -C {dest}", cwd=ROOT, shell=True, check=True)
+    shutil.copy2(ROOT / "dvc.lock", dest / "dvc.lock")
     for name in KEEP_DATA:
         src = ROOT / "data" / name
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest / "data" / name)
+        if src.exists():  # what is missing, the pipeline's upstream stages make in the copy
+            (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest / "data" / name)
     (dest / "mlflow").mkdir()
     env = dict(os.environ, MLFLOW_TRACKING_URI=f"sqlite:///{dest / 'mlflow' / 'mlflow.db'}",
                PREFECT_HOME=str(dest / ".prefect"), PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
