@@ -40,7 +40,7 @@ def scratch_copy(dest: Path) -> dict[str, str]:
         src = ROOT / "data" / name
         if src.exists():  # what is missing, the pipeline's upstream stages make in the copy
             (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest / "data" / name)
-    (dest / "mlflow").mkdir()
+    (dest / "mlflow").mkdir(exist_ok=True)
     env = dict(os.environ, MLFLOW_TRACKING_URI=f"sqlite:///{dest / 'mlflow' / 'mlflow.db'}",
                PREFECT_HOME=str(dest / ".prefect"), PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
                GIT_AUTHOR_NAME="bench", GIT_AUTHOR_EMAIL="bench@localhost",
