@@ -76,7 +76,8 @@ def reason(tail: list[str]) -> str:
 def failure(stage: str, rc: int, tail: list[str]) -> StageFailed:
     """The exception for a stage command that exited `rc`: one line naming the stage and why."""
     kind = StageInputError if rc == USER_ERROR_EXIT else StageFailed
-    return kind(f"stage {stage} failed (exit {rc}): {reason(tail)}")
+    why = f"killed by {signal.Signals(-rc).name}" if rc < 0 else reason(tail)
+    return kind(f"stage {stage} failed (exit {rc}): {why}")
 
 
 # One DVC command at a time from this process: DVC's repository lock is per workspace and fails
