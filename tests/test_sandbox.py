@@ -1,7 +1,8 @@
-"""Sandbox for model-written style checks (SPEC.md section 9).
+"""Sandbox for model-written style checks (rewards/sandbox, RLVRR paper section 3.3).
 
 Every hostile check must score False, leave the file system untouched, be counted, and leave the
 sandbox able to score a benign check right after. Limits are short so the file stays fast.
+Isolation between cells (hangs, crashes, leftover memory) is in tests/test_sandbox_isolation.py.
 """
 
 from __future__ import annotations
@@ -70,6 +71,11 @@ HOSTILE = [
     ("decorator", body("return True").replace("def check", "@len\ndef check"), {"rejected"}),
     ("generator_finally_hang", "def g():\n    try:\n        yield 1\n    finally:\n        while True:\n            pass\n"
      + body("x = g()\nnext(x)\nreturn True"), {"rejected"}),
+    ("finally_continue_swallows_timeout", body(
+        "while True:\n    try:\n        while True:\n            pass\n    finally:\n        continue"),
+     {"rejected"}),
+    ("finally_return_swallows_timeout", body(
+        "try:\n    while True:\n        pass\nfinally:\n    return True"), {"rejected"}),
     ("bare_except_swallows_timeout", body("try:\n    while True:\n        pass\nexcept:\n    return True"), {"rejected"}),
     ("base_exception_swallows_timeout", body("try:\n    while True:\n        pass\nexcept BaseException:\n    return True"), {"rejected"}),
     ("print_call", body("print('x')\nreturn True"), {"rejected"}),
@@ -139,6 +145,30 @@ def test_rejected_sources_are_refused_statically(source: str) -> None:
                                        "_private", "__class__", "format", "format_map", "mro"])
 def test_dangerous_attribute_names_are_refused(attribute: str) -> None:
     assert static_rejection_reason(body(f"return response.{attribute} is None")) is not None
+
+
+@pytest.mark.parametrize("code", [
+    "while True:\n    try:\n        pass\n    finally:\n        continue",
+    "while True:\n    try:\n        pass\n    finally:\n        break\nreturn True",
+    "try:\n    pass\nfinally:\n    return True",
+    "for w in response.split():\n    try:\n        pass\n    finally:\n        if w:\n"
+    "            for c in w:\n                continue",
+    "try:\n    pass\nexcept ValueError:\n    pass\nfinally:\n    try:\n        pass\n"
+    "    finally:\n        return False",
+], ids=["continue", "break", "return", "nested_continue", "nested_try_return"])
+def test_jumps_out_of_finally_are_refused_with_a_reason(code: str) -> None:
+    """They discard the CPU-timeout exception in flight, so the check would run until killed."""
+    reason = static_rejection_reason(body(code))
+    assert reason is not None and "finally" in reason, reason
+
+
+def test_finally_without_jumps_is_allowed() -> None:
+    code = ("n = 0\nfor w in response.split():\n    try:\n        n += int(w)\n"
+            "    except ValueError:\n        continue\n    finally:\n        n += 0\n"
+            "    def helper():\n        return 1\nreturn n > 1")
+    assert static_rejection_reason(body(code)) is None
+    nested_def = "try:\n    pass\nfinally:\n    def f():\n        return 1\nreturn f() == 1"
+    assert static_rejection_reason(body(nested_def)) is None
 
 
 def test_ordinary_code_passes_static_validation_and_runs(sandbox: StyleSandbox) -> None:
@@ -234,17 +264,17 @@ def _worker_pid(box: StyleSandbox) -> int:
     return worker.proc.pid
 
 
-def test_hang_kills_worker_skips_rest_of_that_response_and_recovers() -> None:
-    """A worker that stops answering is killed; that cell and the rest of its response score
-    False, the hung check is not retried in the batch, and the other responses still run."""
+def test_hang_kills_worker_and_the_rest_runs_on_a_fresh_one() -> None:
+    """A worker that stops answering is killed; only that cell scores False, the hung check is
+    not retried in the batch, and every other cell (same response included) still runs."""
     with StyleSandbox(cpu_seconds=CPU_SECONDS, wall_seconds=0.3) as box:
         pid = _worker_pid(box)
         os.kill(pid, signal.SIGSTOP)
         other = WORDS_AT_MOST_5 + "\n"
         result = box.run([WORDS_AT_MOST_5, other], ["a", "b"])
-        assert result == [[False, False], [False, True]]
+        assert result == [[False, False], [True, True]]
         counts = box.counters
-        assert (counts.timed_out, counts.skipped, counts.worker_restarts) == (1, 2, 1)
+        assert (counts.timed_out, counts.skipped, counts.worker_restarts) == (1, 1, 1)
         assert box.run([WORDS_AT_MOST_5], ["a"]) == [[True]]
 
 
@@ -260,7 +290,7 @@ def test_check_that_timed_out_is_not_rerun_in_the_batch(disable_after: int, time
 
 
 def test_worker_crash_mid_batch_is_counted_and_recovered() -> None:
-    """Same rule as a hang: the crashed cell, the rest of its response and the crashing check."""
+    """Same rule as a hang: the crashed cell scores False and its check is not run again."""
     with StyleSandbox(cpu_seconds=CPU_SECONDS, wall_seconds=5.0) as box:
         pid = _worker_pid(box)
         os.kill(pid, signal.SIGSTOP)
@@ -270,8 +300,8 @@ def test_worker_crash_mid_batch_is_counted_and_recovered() -> None:
             result = box.run([WORDS_AT_MOST_5, WORDS_AT_MOST_5 + "\n"], ["a", "b"])
         finally:
             killer.join()
-        assert result == [[False, False], [False, True]]
-        assert (box.counters.crashed, box.counters.worker_restarts) == (1, 1)
+        assert result == [[False, False], [True, True]]
+        assert (box.counters.crashed, box.counters.skipped, box.counters.worker_restarts) == (1, 1, 1)
 
 
 def test_worker_dead_between_calls_is_restarted() -> None:
@@ -310,7 +340,7 @@ def test_model_written_regex_with_invalid_escape_is_accepted(sandbox: StyleSandb
 def test_counters_are_plain_ints() -> None:
     counts = SandboxCounters(rejected=2)
     assert counts.as_dict() == {"rejected": 2, "raised": 0, "timed_out": 0, "non_bool": 0,
-                                "crashed": 0, "skipped": 0, "worker_restarts": 0}
+                                "crashed": 0, "skipped": 0, "worker_restarts": 0, "recycled": 0}
     json.dumps(counts.as_dict())
 
 
@@ -322,16 +352,17 @@ def test_run_style_checks_default_instance() -> None:
 
 def _raw_worker_status(source: str) -> tuple[str, frozenset[str]]:
     """Send an UNVALIDATED source straight to a worker, to test the process layer on its own."""
-    worker = sandbox_module._Worker(256 * 1024 * 1024, startup_seconds=20.0)
+    worker = sandbox_module.pool._Worker(256 * 1024 * 1024, startup_seconds=20.0)
     try:
         payload = {"cpu": 0.5, "disable_after": 1, "checks": [[0, source]],
                    "responses": [[0, "r"]], "cells": [[0, 0]]}
-        assert worker.send(json.dumps(payload).encode() + b"\n", 10.0)
+        assert worker.submit(json.dumps(payload).encode() + b"\n", 1, 10.0)
         line = worker.readline(10.0)
+        status = worker.statuses(0, 1)
     finally:
         worker.kill()
-    assert line is not None and line.startswith(b"0 0 ")
-    return line.decode().split()[2], worker.hardening
+    assert line == b"done"
+    return status, worker.hardening
 
 
 def escaped(action: str) -> str:

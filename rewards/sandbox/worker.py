@@ -1,0 +1,354 @@
+"""The style-check worker process (layer 2 of :mod:`rewards.sandbox`).
+
+Run as a script by :mod:`rewards.sandbox.pool`, never imported into the worker from the
+package: ``python -s -S -B -P worker.py --worker MEMORY_BYTES MARGIN_BYTES SHM_FD SHM_SIZE
+JAIL``. It imports only the standard library. Protocol:
+
+- stdin: one JSON batch per line, ``{"cpu", "disable_after", "timeouts", "checks",
+  "responses", "cells"}``;
+- shared memory (``SHM_FD``, mapped before the lock-down): byte ``i`` is zero until cell ``i``
+  of the batch is done, then its status (one of :data:`STATUSES`). The parent reads progress
+  there, so a cell costs no system call to report and a hang or crash is pinned on the first
+  cell without a status;
+- stdout: ``ready <limits that took effect>`` once, then per batch ``done``, or ``recycle``
+  (the address space is still more than MARGIN_BYTES over its idle size after the cell) or
+  ``abandon`` (the check kept running after its CPU-timeout exception), after which the worker
+  exits.
+
+Every cell execs the check's module code into a fresh namespace; afterwards the namespace is
+cleared and cyclic garbage collected (objects alive at start-up and the batch itself are frozen
+out of the collector, so a collection costs well under a microsecond).
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+import json
+import math
+import mmap
+import os
+import re
+import signal
+import string
+import sys
+import time
+import types
+
+try:
+    import resource
+except ImportError:  # pragma: no cover - non-Unix; the parent refuses to start a worker there
+    resource = None  # type: ignore[assignment]
+
+RECURSION_LIMIT = 200
+NOBODY_ID = 65534
+MAX_CACHED_CODES = 512
+BLOCKED_MODULES = ("socket", "_socket", "ssl", "_ssl", "select", "_posixsubprocess", "mmap")
+
+TRUE, FALSE, RAISED, TIMED_OUT, NON_BOOL, SKIPPED, CRASHED = "1", "0", "e", "t", "n", "s", "c"
+STATUSES = frozenset({TRUE, FALSE, RAISED, TIMED_OUT, NON_BOOL, SKIPPED})  # CRASHED: parent only
+DONE, RECYCLE, ABANDON = b"done", b"recycle", b"abandon"
+
+
+class _CpuTimeout(BaseException):
+    """Raised inside a check by the profiling timer; BaseException so ``except Exception`` misses it."""
+
+
+class _CompileFailure:
+    """Cached stand-in for a source that does not compile (never for a MemoryError)."""
+
+
+_COMPILE_FAILED = _CompileFailure()
+_TIMER_ARMED = False
+_TIMER_FIRED = False
+_CURRENT_INDEX = 0
+_PROTO_OUT: io.RawIOBase | None = None
+_SHM: mmap.mmap | None = None
+
+
+def _on_cpu_timer(signum: int, frame: object) -> None:
+    """SIGPROF: raise the timeout in the check; if it is still running at the next tick, the
+    check swallowed the first one, so report the cell timed out and exit."""
+    global _TIMER_FIRED
+    if not _TIMER_ARMED:
+        return
+    if _TIMER_FIRED:
+        try:
+            _SHM[_CURRENT_INDEX] = ord(TIMED_OUT)  # type: ignore[index]
+            _PROTO_OUT.write(ABANDON + b"\n")  # type: ignore[union-attr]
+        finally:
+            os._exit(0)
+    _TIMER_FIRED = True
+    raise _CpuTimeout()
+
+
+def safe_builtins() -> dict[str, object]:
+    """The only builtins a check sees."""
+    import builtins
+
+    names = (
+        "abs", "all", "any", "bool", "callable", "chr", "dict", "divmod", "enumerate", "filter",
+        "float", "frozenset", "int", "isinstance", "issubclass", "iter", "len", "list", "map",
+        "max", "min", "next", "ord", "range", "repr", "reversed", "round", "set", "slice",
+        "sorted", "str", "sum", "tuple", "zip", "Exception", "ArithmeticError",
+        "AssertionError", "AttributeError", "IndexError", "KeyError", "LookupError",
+        "OverflowError", "RuntimeError", "StopIteration", "TypeError", "UnicodeError",
+        "ValueError", "ZeroDivisionError",
+    )
+    return {name: getattr(builtins, name) for name in names}
+
+
+def provided_modules() -> dict[str, types.SimpleNamespace]:
+    """Read-only stand-ins for re, math, string and json exposing only their public helpers."""
+    re_names = ("compile", "search", "match", "fullmatch", "findall", "finditer", "sub", "subn",
+                "split", "escape", "error")
+    re_flags = ("A", "ASCII", "I", "IGNORECASE", "M", "MULTILINE", "S", "DOTALL", "X",
+                "VERBOSE", "U", "UNICODE", "NOFLAG")
+    re_proxy = types.SimpleNamespace(**{n: getattr(re, n) for n in re_names},
+                                     **{n: int(getattr(re, n)) for n in re_flags})
+    math_proxy = types.SimpleNamespace(**{n: getattr(math, n) for n in dir(math)
+                                          if not n.startswith("_")})
+    string_proxy = types.SimpleNamespace(**{n: getattr(string, n) for n in (
+        "ascii_letters", "ascii_lowercase", "ascii_uppercase", "digits", "hexdigits",
+        "octdigits", "printable", "punctuation", "whitespace", "capwords")})
+    json_proxy = types.SimpleNamespace(loads=json.loads, dumps=json.dumps,
+                                       JSONDecodeError=json.JSONDecodeError)
+    return {"re": re_proxy, "math": math_proxy, "string": string_proxy, "json": json_proxy}
+
+
+class AddressSpace:
+    """The worker's virtual memory size (what ``RLIMIT_AS`` caps), read from a ``statm``
+    descriptor opened before the lock-down; 0 where ``/proc`` is missing."""
+
+    def __init__(self) -> None:
+        try:
+            self._fd: int | None = os.open("/proc/self/statm", os.O_RDONLY)
+        except OSError:
+            self._fd = None
+        self._page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+    @property
+    def available(self) -> bool:
+        return self._fd is not None
+
+    def size(self) -> int:
+        if self._fd is None:
+            return 0
+        data = os.pread(self._fd, 64, 0)
+        return int(data[:data.find(b" ")]) * self._page
+
+
+def lock_down(memory_bytes: int, jail: str | None) -> list[str]:
+    """Apply the process limits once every import is done; return what took effect.
+
+    If the worker runs as root it first chroots into an empty directory (which the parent then
+    deletes, so nothing can be created there) and drops to uid/gid ``nobody``: a check that got
+    past the static validator still sees no files, cannot signal the trainer, and is held by
+    ``RLIMIT_NPROC``, which the kernel does not enforce for root.
+    """
+    applied: list[str] = []
+    for name in BLOCKED_MODULES:
+        sys.modules[name] = None  # type: ignore[assignment]
+    # New descriptors take the lowest free number, so a limit equal to it refuses every new one.
+    lowest_free = os.open(os.devnull, os.O_RDONLY)
+    os.close(lowest_free)
+    if jail is not None and os.geteuid() == 0:
+        applied.extend(_jail(jail))
+    limits = [
+        ("core", resource.RLIMIT_CORE, 0),
+        ("fsize", resource.RLIMIT_FSIZE, 0),
+        ("as", resource.RLIMIT_AS, memory_bytes),
+        ("nproc", getattr(resource, "RLIMIT_NPROC", None), 0),
+        ("nofile", resource.RLIMIT_NOFILE, lowest_free),
+    ]
+    for label, which, value in limits:
+        if which is None:
+            continue
+        try:
+            resource.setrlimit(which, (value, value))
+            applied.append(label)
+        except (ValueError, OSError):
+            pass
+    sys.setrecursionlimit(RECURSION_LIMIT)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGPROF, _on_cpu_timer)
+    return applied
+
+
+def _jail(jail: str) -> list[str]:
+    applied: list[str] = []
+    try:
+        os.chroot(jail)
+        os.chdir("/")
+        applied.append("chroot")
+        os.setgroups([])
+        os.setgid(NOBODY_ID)
+        os.setuid(NOBODY_ID)
+        applied.append("nobody")
+    except OSError:
+        pass
+    return applied
+
+
+class CpuBackstop:
+    """``RLIMIT_CPU`` soft limit at least ``cpu_seconds + SLACK`` above the CPU used when a cell
+    starts: SIGXCPU ends a check stuck in C code that the profiling timer cannot interrupt.
+
+    Re-armed only when needed: CPU time grows no faster than wall time in this one-threaded
+    process, so a limit stays valid until the monotonic clock has moved by its headroom.
+    """
+
+    SLACK = 0.5
+
+    def __init__(self) -> None:
+        self._hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+        self._valid_until = -math.inf
+        self._cpu_seconds = -1.0
+
+    def arm(self, cpu_seconds: float) -> None:
+        if cpu_seconds == self._cpu_seconds and time.monotonic() < self._valid_until:
+            return
+        now_wall, now_cpu = time.monotonic(), time.process_time()
+        soft = int(math.ceil(now_cpu + cpu_seconds)) + 1
+        if self._hard != resource.RLIM_INFINITY and soft >= self._hard:
+            return
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, self._hard))
+        self._cpu_seconds = cpu_seconds
+        self._valid_until = now_wall + (soft - now_cpu - cpu_seconds - self.SLACK)
+
+
+def compiled(codes: dict[str, object], source: str) -> object:
+    """Code object for ``source`` (cached), or ``_COMPILE_FAILED``. A MemoryError is not cached:
+    it says nothing about the source."""
+    code = codes.get(source)
+    if code is not None:
+        return code
+    try:
+        code = compile(source, "<style-check>", "exec", dont_inherit=True)
+    except MemoryError:
+        return _COMPILE_FAILED
+    except BaseException:  # noqa: BLE001 - e.g. SyntaxError, RecursionError: deterministic
+        code = _COMPILE_FAILED
+    if len(codes) >= MAX_CACHED_CODES:
+        codes.clear()
+    codes[source] = code
+    return code
+
+
+def run_cell(code: object, namespace_base: dict[str, object], response: str,
+             cpu_seconds: float) -> str:
+    """Run one check on one response; return its status. Never raises."""
+    global _TIMER_ARMED, _TIMER_FIRED
+    if code is _COMPILE_FAILED:
+        return RAISED
+    namespace = dict(namespace_base)
+    status = RAISED
+    try:
+        try:
+            _TIMER_FIRED = False
+            _TIMER_ARMED = True
+            signal.setitimer(signal.ITIMER_PROF, cpu_seconds, max(cpu_seconds / 4, 0.01))
+            exec(code, namespace)  # noqa: S102 - validated, restricted builtins, in the sandbox
+            result = namespace["check"](response)
+        finally:
+            _TIMER_ARMED = False
+            signal.setitimer(signal.ITIMER_PROF, 0, 0)
+        if _TIMER_FIRED:
+            status = TIMED_OUT
+        elif result is True:
+            status = TRUE
+        elif result is False:
+            status = FALSE
+        else:
+            status = NON_BOOL
+        del result
+    except _CpuTimeout:
+        status = TIMED_OUT
+    except BaseException:  # noqa: BLE001 - anything a check raises scores False
+        status = RAISED
+    finally:
+        namespace.clear()
+    return status
+
+
+class Batch:
+    """One decoded request."""
+
+    def __init__(self, line: bytes) -> None:
+        batch = json.loads(line)
+        self.cpu_seconds = float(batch["cpu"])
+        self.disable_after = int(batch["disable_after"])
+        self.timeouts = {int(cid): int(n) for cid, n in batch.get("timeouts", [])}
+        self.sources = {int(cid): src for cid, src in batch["checks"]}
+        self.responses = {int(rid): text for rid, text in batch["responses"]}
+        self.cells = [(int(rid), int(cid)) for rid, cid in batch["cells"]]
+
+    def disabled(self, cid: int) -> bool:
+        return bool(self.disable_after) and self.timeouts.get(cid, 0) >= self.disable_after
+
+
+def serve(proto_in: io.BufferedReader, proto_out: io.RawIOBase, shm: mmap.mmap,
+          namespace_base: dict[str, object], memory: AddressSpace, margin_bytes: int) -> None:
+    """Answer batches until stdin closes or the worker has to be replaced."""
+    global _CURRENT_INDEX
+    backstop = CpuBackstop()
+    codes: dict[str, object] = {}
+    baseline = memory.size()
+    while True:
+        idle = memory.size()
+        line = proto_in.readline()
+        if not line:
+            return
+        batch = Batch(line)
+        del line
+        gc.collect()
+        gc.freeze()  # the batch is acyclic and freed by reference counting; keep it out of gc
+        limit = baseline + margin_bytes + max(0, memory.size() - idle)
+        for index, (rid, cid) in enumerate(batch.cells):
+            _CURRENT_INDEX = index
+            if batch.disabled(cid):
+                status = SKIPPED
+            else:
+                backstop.arm(batch.cpu_seconds)
+                code = compiled(codes, batch.sources[cid])
+                status = run_cell(code, namespace_base, batch.responses[rid], batch.cpu_seconds)
+                if status == TIMED_OUT:
+                    batch.timeouts[cid] = batch.timeouts.get(cid, 0) + 1
+                gc.collect()
+            shm[index] = ord(status)
+            if memory.size() > limit:
+                proto_out.write(RECYCLE + b"\n")
+                os._exit(0)
+        del batch
+        proto_out.write(DONE + b"\n")
+
+
+def main(memory_bytes: int, margin_bytes: int, shm_fd: int, shm_size: int,
+         jail: str | None) -> None:
+    """Entry point: set up the protocol channels and the check environment, lock down, serve."""
+    global _PROTO_OUT, _SHM
+    proto_in: io.BufferedReader = sys.stdin.buffer  # type: ignore[assignment]
+    proto_out: io.RawIOBase = os.fdopen(os.dup(1), "wb", buffering=0)  # type: ignore[assignment]
+    shm = mmap.mmap(shm_fd, shm_size)
+    os.close(shm_fd)
+    _PROTO_OUT, _SHM = proto_out, shm
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+    namespace_base: dict[str, object] = {"__builtins__": safe_builtins(), **provided_modules()}
+    json.loads(json.dumps({"warm": ["up", 1.0]}))
+    re.compile(r"(?i)\w+\s*[-*]").findall("warm up - *")
+    memory = AddressSpace()
+    applied = lock_down(memory_bytes, jail)
+    if memory.available:
+        applied.append("vmsize")
+    gc.collect()
+    gc.freeze()
+    proto_out.write(("ready " + ",".join(applied) + "\n").encode())
+    serve(proto_in, proto_out, shm, namespace_base, memory, margin_bytes)
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--worker"]:
+    main(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]),
+         sys.argv[6] if sys.argv[6:7] != ["-"] else None)
