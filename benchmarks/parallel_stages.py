@@ -62,6 +62,24 @@ def timed(cmd: list[str], cwd: Path, env: dict[str, str], log: Path) -> float:
     return time.time() - start
 
 
+def stage_seconds(log: Path) -> dict[str, float]:
+    """Each train stage's wall time, from its start line to the next completed task in the log
+    (serially that is its own end; side by side it can be the other stage's: a rough split)."""
+    import datetime as dt
+    import re
+
+    out, start = {}, {}
+    for line in log.read_text().splitlines():
+        m = re.match(r"^(\S+ \S+),\d+ .*?(train@\S+): python -m", line)
+        stamp = line[:19]
+        if m:
+            start[m[2]] = dt.datetime.fromisoformat(m[1])
+        elif "Finished in state Completed" in line and start:
+            name = min(start, key=start.get)
+            out[name] = round((dt.datetime.fromisoformat(stamp) - start.pop(name)).total_seconds())
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--stages", nargs="+", default=STAGES)
@@ -72,6 +90,7 @@ def main() -> None:
     base = [sys.executable, "-m", "flows.pipeline", "--stages", *args.stages, "--force",
             "--threads", "1"]
     rows = {}
+    load_before = [round(x, 2) for x in os.getloadavg()]
     # Upstream stages first, untimed (e.g. `configure` after a code change): both passes then
     # time the train stages alone.
     timed([sys.executable, "-m", "flows.pipeline", "--stages", "configure"], work / "repo", env,
@@ -81,8 +100,12 @@ def main() -> None:
                             work / f"max_parallel_{limit}.log")
         print(f"max_parallel {limit}: {rows[limit]:.0f} s", flush=True)
     result = {"stages": args.stages, "threads_per_stage": 1, "cpus": os.cpu_count(),
+              "stage_seconds": {limit: stage_seconds(work / f"max_parallel_{limit}.log")
+                                for limit in rows},
               "serial_s": round(rows[1], 1), "max_parallel_2_s": round(rows[2], 1),
-              "speedup": round(rows[1] / rows[2], 3)}
+              "speedup": round(rows[1] / rows[2], 3),
+              # Anything else running skews the ratio: the 1/5/15-min load before and after.
+              "loadavg_before": load_before, "loadavg_after": [round(x, 2) for x in os.getloadavg()]}
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print("| stages | max_parallel 1 (s) | max_parallel 2 (s) | speed-up |\n|---|---|---|---|")
     print(f"| {len(args.stages)} × train, 1 thread each | {rows[1]:.0f} | {rows[2]:.0f} | "
