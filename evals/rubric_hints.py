@@ -1,25 +1,28 @@
-"""RLCER's inference option (SPEC 5, paper 004 §5.5): the policy's own rubrics as in-prompt hints.
+"""RLCER's inference option (paper 004 §5.5): the policy's own rubrics as in-prompt hints.
 
 Per test prompt: the policy answers once (greedy), reads its answer as the rubricator (RLCER's
 template, greedy) and writes rubrics; the rubrics go into the prompt as hints
-(`models.rlcer_trainer.hint_prompt`) and the policy is sampled again. Reported as
+(`rewards.rlcer.hint_prompt`) and the policy is sampled again. Reported as
 `arith_hints/pass@1` (k samples at the eval temperature) next to the rubric parse rate, so it
 reads against `arith/pass@1` of the same policy.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from models.generation import generate
 from rewards.evolving_rubrics import parse_rubrics
+from rewards.rlcer import hint_prompt
 from rewards.verifiable import rlvr_score
 
 
-def hinted_pass_at_1(model, tokenizer, rows: list[dict], template: str, ev, seed: int,
+def hinted_pass_at_1(model: Any, tokenizer: Any, rows: list[dict], template: str, ev: Any, seed: int,
                      max_rubric_tokens: int) -> dict[str, float]:
-    from models.rlcer_trainer import hint_prompt
-
+    """pass@1 of hinted prompts (``ev``: the evaluation settings, ``template``: RLCER's rubricator
+    template), with the share of rubricator replies that parsed."""
     kw = dict(batch_size=ev.batch_size, seed=seed)
     prompts = [r["prompt"] for r in rows]
     first = [g[0] for g in generate(model, tokenizer, prompts, greedy=True,

@@ -1,4 +1,4 @@
-"""RLCER: one policy, two roles, one GRPO update per step (SPEC 5; paper 004 §4.5, Algorithm 1).
+"""RLCER: one policy, two roles, one GRPO update per step (paper 004 §4.5, Algorithm 1).
 
 The step is TRL's own (`GRPOTrainer`); only its generation-and-scoring hook changes:
 
@@ -7,8 +7,9 @@ The step is TRL's own (`GRPOTrainer`); only its generation-and-scoring hook chan
    ``rubricator_rollouts`` of each question's CoTs, asks the same model for rubrics on each
    (:meth:`RlcerGRPOTrainer.sample_rubricator`), parses them, has the verifier judge every pooled
    rubric of a question on every CoT of that question (one batched call for the whole step), and
-   scores both roles with ``rewards.evolving_rubrics``. It returns the reasoner rewards to TRL and
-   keeps the rubricator rollouts with their rewards.
+   scores both roles (:func:`rewards.rlcer.score_question`, with the maths of
+   ``rewards.evolving_rubrics``). It returns the reasoner rewards to TRL and keeps the rubricator
+   rollouts with their rewards.
 3. TRL turns the reasoner rewards into group-relative advantages exactly as for any other method
    (``grpo.scale_rewards`` applies).
 4. :meth:`RlcerGRPOTrainer._generate_and_score_completions` appends the rubricator rollouts, with
@@ -17,25 +18,10 @@ The step is TRL's own (`GRPOTrainer`); only its generation-and-scoring hook chan
 
 Decisions, **(ours)** where we depart from the paper or it is silent:
 
-- **Rubricator baseline (ours).** The paper trains with PPO and a critic because every rubricator
-  rollout has its own context (question + one CoT), so GRPO's same-prompt groups do not exist. We
-  keep GRPO's critic-free update and use as baseline the mean reward of the rubricator rollouts of
-  the *same question in the same step*, scaled like the reasoner's advantages (``scale_rewards``:
-  group = that question's std, batch = the std of all rubricator rewards, none = no scaling).
-  Sound: a rubricator's reward (valid fraction of *its own* rubrics + format, Eq. 10-12) depends
-  on its own rubrics and on the question's reasoner rollouts, never on the other rubricator
-  rollouts; given the step's reasoner rollouts the peers' rewards do not depend on its action, so
-  the leave-one-out mean is an unbiased baseline and the group mean gives that same advantage
-  times the constant (R-1)/R. Useful: most of the rubricator reward's variance belongs to the
-  question (one whose N rollouts are all right or all wrong validates no rubric at all), which is
-  what a critic would learn and what a batch or running mean would not remove: rubricators of an
-  all-correct question would be pushed down for something they cannot change. With
-  ``rubricator_rollouts: 1`` a question has no peer, so the baseline falls back to the batch mean
-  and std of the step's rubricator rewards.
-- **Which CoTs (ours).** Paper Algorithm 1 runs one rubricator per reasoner rollout (R = N); R is a
-  parameter here to bound the cost. Rubricator j of a question reads CoT ``picks[j]``, drawn as a
-  seeded permutation of the G rollouts, so picks are distinct (when R > G every CoT is read once
-  before any is read twice). The generator is seeded by (``reward.rlcer.seed``, training seed).
+- **Rubricator baseline and which CoTs (ours).** The rubricator's advantages use the mean reward
+  of the same question's rubricator rollouts in the step as baseline, and rubricator j of a
+  question reads a seeded pick of its CoTs; why is in :mod:`rewards.rlcer`. The generator is seeded
+  by (``reward.rlcer.seed``, training seed).
 - **Rubricator prompt.** ``rubricator_template`` with the policy prompt as ``{problem}`` and the
   decoded reasoner completion as ``{solution}``; the tiny model learned this short prompt in SFT
   (the paper's Fig. 9 prompt is a page long and asks for a JSON object around the list, which
@@ -43,14 +29,14 @@ Decisions, **(ours)** where we depart from the paper or it is silent:
 - **Rubricator sampling.** TRL's own generation path and sampling settings (temperature, top-p,
   ...), with at most ``max_rubric_tokens`` new tokens. vLLM rollouts are refused at construction:
   they would need importance-sampling terms for the rubricator rows too.
-- **Pool.** The rubrics of all well-formed outputs of the question, duplicates kept (SPEC 5:
-  "pool the rubrics"); each distinct (question, CoT, rubric) is judged once.
+- **Pool.** The rubrics of all well-formed outputs of the question, duplicates kept; each
+  distinct (question, CoT, rubric) is judged once.
 - **Verifier.** ``rule`` = ``rewards.evolving_rubrics.rule_verifier``; otherwise a local model
   directory: a frozen causal LM asked about one rubric at a time with the paper's Fig. 10 verifier
   prompt cut down to a yes/no question (:data:`VERIFIER_TEMPLATE`); the rubric is met when the
   next-token probability of "YES" beats "NO" (first tokens; the answer follows "Answer:" with no
   space, as RLME's target and the tiny world's evaluator role have it), read from one batched
-  forward pass.
+  forward pass (:func:`models.teacher_forcing.next_token_logits`).
 - **Old log-probs.** With TRL's defaults the samples are used once, right after generation, and
   TRL skips old log-probs; when TRL does compute them (or reference log-probs, ``beta`` > 0) the
   rubricator rows get theirs from the same model.
@@ -62,14 +48,15 @@ Decisions, **(ours)** where we depart from the paper or it is silent:
   ``rlcer/rubricator_length`` (tokens).
 - **Resume.** The CoT-picking / ``random``-mode generator is not checkpointed: a resumed run draws
   a different (still seeded) sequence from the one an uninterrupted run would have drawn.
-- **Inference option.** :func:`hint_prompt` puts rubrics into a prompt as hints (paper §5.5).
+- **Inference option.** :func:`rewards.rlcer.hint_prompt` puts rubrics into a prompt as hints
+  (paper §5.5).
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,37 +67,21 @@ import torch.nn.functional as F
 from trl import GRPOTrainer
 from trl.models.utils import disable_gradient_checkpointing
 
-from rewards.evolving_rubrics import (
-    Rubric,
-    cot_rewards,
-    parse_rubrics,
-    reasoner_reward,
-    rubric_correlations,
-    rubricator_reward,
-    rule_verifier,
-    valid_rubrics,
-)
-from rewards.verifiable import (  # _text: a completion (str or messages) as text
-    _text,
-    rlvr_score,
-)
+from models.teacher_forcing import next_token_logits, pad_rows
+from rewards.evolving_rubrics import ProposedRubric, parse_rubrics, rule_verifier
+from rewards.rlcer import pick_cots, question_groups, rubricator_advantages, score_question, step_metrics
+from rewards.verifiable import completion_text, rlvr_score
 
 __all__ = [
     "VERIFIER_TEMPLATE",
     "JudgeVerifier",
-    "QuestionScores",
     "RlcerGRPOTrainer",
     "RlcerReward",
     "RubricatorRollouts",
     "RuleVerifier",
     "assemble_two_role_batch",
     "build",
-    "hint_prompt",
     "make_verifier",
-    "pick_cots",
-    "question_groups",
-    "rubricator_advantages",
-    "score_question",
     "yes_no_judgements",
 ]
 
@@ -129,118 +100,7 @@ VERIFIER_TEMPLATE = (
 )
 
 
-# --- Pure pieces ---------------------------------------------------------------------------------
-
-def question_groups(prompts: Sequence[str], group_size: int) -> list[list[int]]:
-    """Row indices of each question: TRL lays out the G rollouts of a prompt consecutively.
-
-    >>> question_groups(["a", "a", "b", "b"], 2)
-    [[0, 1], [2, 3]]
-    """
-    if group_size < 1 or len(prompts) % group_size:
-        raise ValueError(f"{len(prompts)} completions do not split into groups of {group_size}: "
-                         "per_device_train_batch_size must be a multiple of num_generations")
-    groups = [list(range(i, i + group_size)) for i in range(0, len(prompts), group_size)]
-    for g in groups:
-        if any(prompts[i] != prompts[g[0]] for i in g):
-            raise ValueError(f"rows {g[0]}..{g[-1]} are not the rollouts of one prompt; RLCER needs "
-                             "each question's rollouts together (TRL's RepeatSampler layout)")
-    return groups
-
-
-def pick_cots(n_rollouts: int, n_picks: int, rng: np.random.Generator) -> list[int]:
-    """Which of a question's rollouts each rubricator reads: distinct while n_picks <= n_rollouts.
-
-    >>> sorted(pick_cots(4, 4, np.random.default_rng(0)))
-    [0, 1, 2, 3]
-    >>> len(set(pick_cots(4, 2, np.random.default_rng(0))))
-    2
-    """
-    rounds = -(-n_picks // n_rollouts)
-    order = np.concatenate([rng.permutation(n_rollouts) for _ in range(rounds)])
-    return [int(i) for i in order[:n_picks]]
-
-
-@dataclass
-class QuestionScores:
-    """Both roles' rewards for one question (N reasoner rollouts, R rubricator outputs, K pooled rubrics)."""
-
-    reasoner: np.ndarray     # [N]
-    r_cot: np.ndarray        # [N]
-    rubricator: np.ndarray   # [R]
-    format_ok: np.ndarray    # [R] bool
-    valid: np.ndarray        # [K] bool
-    corr: np.ndarray         # [K] float, NaN where undefined
-
-
-def score_question(
-    outputs: Sequence[list[Rubric] | None],
-    V: Any,
-    z: Any,
-    *,
-    alpha: float,
-    mode: str,
-    rng: np.random.Generator | None = None,
-) -> QuestionScores:
-    """Score one question (SPEC 5): ``outputs`` are its R parsed rubricator outputs (None =
-    malformed), ``V[k, n]`` the verifier's judgement of pooled rubric k on rollout n (rubrics of
-    the well-formed outputs in order), ``z[n]`` the rollouts' correctness.
-
-    Worked example, z = [1, 0]: the first output proposes a merit met only by the correct rollout
-    (valid) and a flaw met by both (constant, not valid); the second output is malformed.
-
-    >>> s = score_question([[Rubric("a", 3), Rubric("b", -2)], None], [[1, 0], [1, 1]], [1, 0],
-    ...                    alpha=0.2, mode="rlcer")
-    >>> s.reasoner.tolist(), s.rubricator.tolist(), s.format_ok.tolist()
-    ([2.0, -1.0], [1.5, 0.0], [True, False])
-    """
-    outcome = np.asarray(z, dtype=float).reshape(-1)
-    pooled = [r for rubrics in outputs if rubrics for r in rubrics]
-    matrix = np.asarray(V, dtype=float).reshape(len(pooled), outcome.size)
-    valid = valid_rubrics(matrix, outcome, alpha)
-    r_cot = cot_rewards(matrix, [r.points for r in pooled], valid)
-    reasoner = np.array([reasoner_reward(bool(zn), rc, mode, rng) for zn, rc in zip(outcome, r_cot)])
-    rubricator, start = [], 0
-    for rubrics in outputs:
-        n = len(rubrics) if rubrics else 0
-        n_valid = int(valid[start:start + n].sum())
-        rubricator.append(rubricator_reward(n_valid, n, rubrics is not None, mode))
-        start += n
-    return QuestionScores(reasoner=reasoner, r_cot=np.asarray(r_cot, dtype=float),
-                          rubricator=np.array(rubricator), format_ok=np.array([o is not None for o in outputs]),
-                          valid=valid, corr=rubric_correlations(matrix, outcome))
-
-
-def rubricator_advantages(rewards: Any, question: Sequence[int], scale_rewards: str = "group") -> torch.Tensor:
-    """Rubricator advantages: reward minus the mean of the same question's rubricator rollouts,
-    scaled as TRL scales the reasoner's (``group`` / ``batch`` std + 1e-4, or ``none``). A question
-    with a single rubricator rollout has no peer: the batch mean (and std) stands in for all of
-    them. See the module docstring for why this baseline.
-
-    >>> rubricator_advantages([1.5, 1.0, 2.0, 2.0], [0, 0, 1, 1], "none").tolist()
-    [0.25, -0.25, 0.0, 0.0]
-    >>> rubricator_advantages([1.0, 2.0], [0, 1], "none").tolist()
-    [-0.5, 0.5]
-    """
-    r = torch.as_tensor(rewards, dtype=torch.float32).reshape(-1)
-    q = torch.as_tensor(list(question), dtype=torch.long)
-    counts = torch.bincount(q)
-    if bool((counts[q] < 2).all()):
-        q = torch.zeros_like(q)
-        counts = torch.bincount(q)
-    mean = torch.zeros(len(counts)).index_add_(0, q, r) / counts.clamp(min=1)
-    dev = r - mean[q]
-    if scale_rewards == "none":
-        return dev
-    if scale_rewards == "batch":
-        std = r.std() if r.numel() > 1 else torch.zeros(())
-        return dev / (std + 1e-4)
-    if scale_rewards != "group":
-        raise ValueError(f"scale_rewards must be group, batch or none, got {scale_rewards!r}")
-    # Unbiased std per question, as TRL's group std (torch.std).
-    var = torch.zeros(len(counts)).index_add_(0, q, dev**2) / (counts - 1).clamp(min=1)
-    return dev / (var.sqrt()[q] + 1e-4)
-
+# --- The two-role batch ------------------------------------------------------------------------
 
 # Keys of TRL's generation batch that RLCER knows how to merge: per-row vectors, per-token tensors
 # (right-aligned with the completion) and scalars.
@@ -297,74 +157,32 @@ def assemble_two_role_batch(reasoner: dict, rubricator: dict, pad_token_id: int,
     return out
 
 
-def hint_prompt(prompt: str, rubrics: Sequence[Rubric]) -> str:
-    """The prompt with rubrics as in-prompt hints (paper 004 §5.5, the inference option of SPEC 5).
-
-    Hints go just before the prompt's last line, its answer cue ("Solution:" in the tiny world),
-    so the model reads them after the question and still answers after its usual cue; a one-line
-    prompt gets them appended on new lines. Merits come first, most points first, then flaws to
-    avoid, most negative first; a repeated criterion is listed once. No rubrics: the prompt as is.
-    The tiny base model never saw hints in SFT, so on it this is an out-of-distribution probe.
-
-    >>> print(hint_prompt("Problem: 2 + 3?\\nSolution:", [Rubric("contains an arithmetic slip", -4),
-    ...                   Rubric("shows every intermediate step", 3)]))
-    Problem: 2 + 3?
-    Hints: aim for: shows every intermediate step (+3); avoid: contains an arithmetic slip (-4).
-    Solution:
-    """
-    seen: dict[str, Rubric] = {}
-    for r in rubrics:
-        seen.setdefault(r.criterion, r)
-    merits = sorted((r for r in seen.values() if r.points > 0), key=lambda r: -r.points)
-    flaws = sorted((r for r in seen.values() if r.points < 0), key=lambda r: r.points)
-    if not merits and not flaws:
-        return prompt
-    parts = [f"aim for: {r.criterion} ({r.points:+d})" for r in merits]
-    parts += [f"avoid: {r.criterion} ({r.points:+d})" for r in flaws]
-    hints = "Hints: " + "; ".join(parts) + "."
-    head, sep, cue = prompt.rpartition("\n")
-    if not sep:
-        return f"{prompt}\n{hints}\n"
-    return f"{head}\n{hints}\n{cue}"
-
-
 # --- Verifiers -----------------------------------------------------------------------------------
 # A verifier takes (question, CoT, rubric) triples and returns one bool per triple.
 
 class RuleVerifier:
     """The tiny world's rule verifier (``rewards.evolving_rubrics.rule_verifier``)."""
 
-    def __call__(self, items: Sequence[tuple[str, str, Rubric]]) -> list[bool]:
+    def __call__(self, items: Sequence[tuple[str, str, ProposedRubric]]) -> list[bool]:
         return [rule_verifier(rubric.criterion, cot) for _, cot, rubric in items]
 
     def to(self, device: Any) -> RuleVerifier:
         return self
 
 
-def yes_no_judgements(model, tokenizer, prompts: Sequence[str], yes_id: int, no_id: int,
+def yes_no_judgements(model: Any, tokenizer: Any, prompts: Sequence[str], yes_id: int, no_id: int,
                       batch_size: int | None = None) -> np.ndarray:
     """P(YES) > P(NO) for the token after each prompt, from one batched forward pass
-    (``batch_size`` chunks it when memory is short). Rows are left-padded with explicit position
-    ids, so every row's next token is read at the last position."""
+    (``batch_size`` chunks it when memory is short): :func:`models.teacher_forcing.next_token_logits`,
+    whose left padding and position ids put every row's next token at the last position."""
     if not prompts:
         return np.zeros(0, dtype=bool)
-    device = next(model.parameters()).device
     ids = tokenizer(list(prompts), add_special_tokens=True)["input_ids"]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    out = []
     step = batch_size or len(ids)
+    out = []
     for start in range(0, len(ids), step):
-        rows = ids[start:start + step]
-        width = max(len(r) for r in rows)
-        input_ids = torch.full((len(rows), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, r in enumerate(rows):
-            input_ids[i, width - len(r):] = torch.tensor(r, dtype=torch.long)
-            mask[i, width - len(r):] = 1
-        position_ids = (mask.cumsum(dim=1) - 1).clamp(min=0)
-        with torch.no_grad():
-            logits = model(input_ids=input_ids.to(device), attention_mask=mask.to(device),
-                           position_ids=position_ids.to(device), use_cache=False).logits[:, -1, :]
+        logits = next_token_logits(model, ids[start:start + step], pad)
         out.append((logits[:, yes_id] > logits[:, no_id]).cpu().numpy())
     return np.concatenate(out)
 
@@ -373,7 +191,7 @@ class JudgeVerifier:
     """A frozen judge model from a local directory, asked :data:`VERIFIER_TEMPLATE` per rubric."""
 
     def __init__(self, path: str | Path, template: str = VERIFIER_TEMPLATE, yes: str = "YES",
-                 no: str = "NO", batch_size: int | None = None):
+                 no: str = "NO", batch_size: int | None = None) -> None:
         from models.policy import load_policy
 
         self.model, self.tokenizer = load_policy(path)
@@ -393,7 +211,7 @@ class JudgeVerifier:
         self.model.to(device)
         return self
 
-    def __call__(self, items: Sequence[tuple[str, str, Rubric]]) -> list[bool]:
+    def __call__(self, items: Sequence[tuple[str, str, ProposedRubric]]) -> list[bool]:
         prompts = [self.template.format(question=q, response=cot, criterion=r.criterion, points=r.points)
                    for q, cot, r in items]
         judged = yes_no_judgements(self.model, self.tokenizer, prompts, self.yes_id, self.no_id,
@@ -401,7 +219,7 @@ class JudgeVerifier:
         return [bool(x) for x in judged]
 
 
-def make_verifier(spec: str) -> Callable[[Sequence[tuple[str, str, Rubric]]], list[bool]]:
+def make_verifier(spec: str) -> Callable[[Sequence[tuple[str, str, ProposedRubric]]], list[bool]]:
     """``rule`` or a local judge model directory (checked now, before any training step)."""
     if spec == "rule":
         return RuleVerifier()
@@ -431,7 +249,7 @@ class RlcerReward:
     rubricator rollouts and their rewards.
     """
 
-    def __init__(self, cfg: Any, seed: int = 0, verifier: Callable | None = None):
+    def __init__(self, cfg: Any, seed: int = 0, verifier: Callable | None = None) -> None:
         self.__name__ = "rlcer_reasoner"
         self.cfg = cfg
         self.verifier = verifier if verifier is not None else make_verifier(cfg.verifier)
@@ -453,7 +271,7 @@ class RlcerReward:
             raise ValueError("RLCER needs the gold `answer` column on every row (correctness z)")
         if not all(isinstance(p, str) for p in prompts):
             raise ValueError("RLCER builds rubricator prompts from plain-text prompts only")
-        cots = [_text(c) for c in completions]
+        cots = [completion_text(c) for c in completions]
         z = np.array([rlvr_score(c, gold) for c, gold in zip(cots, answer)])
         groups = question_groups(prompts, self.trainer.group_size)
         R = self.cfg.rubricator_rollouts
@@ -480,9 +298,10 @@ class RlcerReward:
                 log_metric(f"rlcer/{name}", value)
         return rewards.tolist()
 
-    def _judge(self, prompts, cots, groups, outputs) -> list[np.ndarray]:
+    def _judge(self, prompts: list[str], cots: list[str], groups: list[list[int]],
+               outputs: list[list[list[ProposedRubric] | None]]) -> list[np.ndarray]:
         """V[K_q, N] per question; every distinct (question, CoT, rubric) goes to the verifier once."""
-        index: dict[tuple[str, str, Rubric], int] = {}
+        index: dict[tuple[str, str, ProposedRubric], int] = {}
         cells = []
         for rows, out in zip(groups, outputs):
             pooled = [r for rubrics in out if rubrics for r in rubrics]
@@ -493,24 +312,6 @@ class RlcerReward:
                 for c, rows in zip(cells, groups)]
 
 
-def step_metrics(scores: Sequence[QuestionScores], z: np.ndarray) -> dict[str, float]:
-    """The step's RLCER curves (paper Fig. 6); a mean over an empty set is left out."""
-    valid = np.concatenate([s.valid for s in scores])
-    corr = np.concatenate([s.corr for s in scores])
-    out = {
-        "valid_fraction": float(valid.mean()) if valid.size else 0.0,
-        "r_cot": float(np.concatenate([s.r_cot for s in scores]).mean()),
-        "format_rate": float(np.concatenate([s.format_ok for s in scores]).mean()),
-        "rubricator_reward": float(np.concatenate([s.rubricator for s in scores]).mean()),
-        "reasoner_accuracy": float(z.mean()),
-    }
-    if valid.any():
-        out["valid_corr_mean"] = float(corr[valid].mean())
-    if np.isfinite(corr).any():
-        out["corr_mean"] = float(np.nanmean(corr))
-    return out
-
-
 # --- The trainer ---------------------------------------------------------------------------------
 
 class RlcerGRPOTrainer(GRPOTrainer):
@@ -519,7 +320,7 @@ class RlcerGRPOTrainer(GRPOTrainer):
     One of the reward functions must be an :class:`RlcerReward`; this trainer wires itself into it.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         found = [f for f in self.reward_funcs if isinstance(f, RlcerReward)]
         if len(found) != 1:
@@ -547,7 +348,7 @@ class RlcerGRPOTrainer(GRPOTrainer):
         return self.num_generations if self.model.training else self.num_generations_eval
 
     @contextlib.contextmanager
-    def _rubric_length(self):
+    def _rubric_length(self) -> Iterator[None]:
         """TRL's sampling settings with the rubricator's token budget."""
         saved = self.generation_config, self.generation_kwargs
         self.generation_kwargs = {**saved[1], "max_new_tokens": self.rlcer.cfg.max_rubric_tokens}
@@ -576,8 +377,8 @@ class RlcerGRPOTrainer(GRPOTrainer):
         """TRL-layout tensors for the rubricator rows (left-padded prompts, right-padded completions)."""
         device, pad = self.accelerator.device, self._tokenizer.pad_token_id
         mode = "train" if self.model.training else "eval"
-        prompt_ids, prompt_mask = _pad_rows(rollouts.prompt_ids, pad, "left")
-        completion_ids, completion_mask = _pad_rows(rollouts.completion_ids, pad, "right")
+        prompt_ids, prompt_mask = pad_rows(rollouts.prompt_ids, pad, "left")
+        completion_ids, completion_mask = pad_rows(rollouts.completion_ids, pad, "right")
         if self.mask_truncated_completions:
             ends = [*self.eos_token_ids, pad]
             finished = torch.tensor([bool(c) and c[-1] in ends for c in rollouts.completion_ids])
@@ -610,21 +411,9 @@ class RlcerGRPOTrainer(GRPOTrainer):
         return logps
 
 
-def _pad_rows(rows: Sequence[Sequence[int]], pad: int, side: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """(ids, mask) of token rows padded to the longest on ``side``."""
-    width = max((len(r) for r in rows), default=0)
-    ids = torch.full((len(rows), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, r in enumerate(rows):
-        span = slice(width - len(r), width) if side == "left" else slice(0, len(r))
-        ids[i, span] = torch.tensor(list(r), dtype=torch.long)
-        mask[i, span] = 1
-    return ids, mask
-
-
 # --- The method's plan ---------------------------------------------------------------------------
 
-def build(ctx: Any):
+def build(ctx: Any) -> Any:
     """RLCER's `MethodPlan`: the two-role reward function and the trainer that runs both roles."""
     from rewards import MethodPlan
 

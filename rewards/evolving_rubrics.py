@@ -1,4 +1,4 @@
-"""RLCER: rewarding chains of thought with self-proposed, self-evolving rubrics (SPEC 5, paper 004).
+"""RLCER: rewarding chains of thought with self-proposed, self-evolving rubrics (paper 004).
 
 One policy plays two roles (paper 004 §4.2): the *reasoner* answers a question with a CoT and a
 ``\\boxed{}`` answer; the *rubricator* reads the question and one reasoner CoT and proposes rubrics,
@@ -22,9 +22,11 @@ Modes (an ablation switch; the ``rlcer_`` prefix of the run names is accepted to
   caller's seeded generator, no outcome reward. **(ours)**: the paper runs this control without the
   outcome reward, so this mode does too; it is the counterpart of ``rubric_only``.
 
-The rule-based verifier at the end of this module is the tiny world's stand-in for the judge model
-(SPEC 5). It only reads text conventions (``a op b = c.`` steps, ``\\boxed{}``), never the world's
-generator, so the scoring functions above stay world-agnostic.
+The rule-based verifier at the end of this module is the tiny world's stand-in for the frozen judge
+model of paper 004 §4.3. It only reads text conventions (``a op b = c.`` steps, ``\\boxed{}``, the
+latter read by :func:`rewards.verifiable.extract_boxed` like every other reward), never the world's
+generator, so the scoring functions above stay world-agnostic. The batch-level glue (question
+groups, per-question scores, rubricator advantages, hints) is :mod:`rewards.rlcer`.
 """
 
 from __future__ import annotations
@@ -36,13 +38,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rewards.verifiable import extract_boxed
+
 VERSION = "1"
 
 __all__ = [
     "MODES",
     "RUBRIC_VOCABULARY",
     "VERSION",
-    "Rubric",
+    "ProposedRubric",
+    "box_matches_last_step",
     "cot_rewards",
     "parse_rubrics",
     "parse_steps",
@@ -58,8 +63,12 @@ MIN_POINTS, MAX_POINTS = -5, 5
 
 
 @dataclass(frozen=True)
-class Rubric:
-    """One rubricator rubric: a yes/no criterion on a CoT and its signed importance."""
+class ProposedRubric:
+    """A rubric the rubricator proposed (paper 004 §4.2): a yes/no criterion in words, judged on a
+    CoT by a verifier, and its signed importance (positive = merit, negative = flaw).
+
+    Not :class:`rewards.dro.RuleRubric`, DRO's named rule check (code, not text).
+    """
 
     criterion: str
     points: int
@@ -111,7 +120,7 @@ def _json_lists(text: str) -> Iterator[list]:
             yield value
 
 
-def _rubric(item: object) -> Rubric | None:
+def _rubric(item: object) -> ProposedRubric | None:
     if not isinstance(item, dict):
         return None
     criterion, points = item.get("criterion"), item.get("points")
@@ -122,10 +131,10 @@ def _rubric(item: object) -> Rubric | None:
         return None
     if points == 0 or not MIN_POINTS <= points <= MAX_POINTS:
         return None
-    return Rubric(criterion.strip(), points)
+    return ProposedRubric(criterion.strip(), points)
 
 
-def parse_rubrics(text: str) -> list[Rubric] | None:
+def parse_rubrics(text: str) -> list[ProposedRubric] | None:
     """The rubricator's rubrics, or None when its output breaks the format (paper 004 Eq. 11).
 
     The rubric list is the first outermost JSON array of objects in the text (prose or a ```json
@@ -134,9 +143,9 @@ def parse_rubrics(text: str) -> list[Rubric] | None:
     list, no list or bad JSON makes the whole output None (format reward 0).
 
     >>> parse_rubrics('Rubrics: [{"criterion": "checks each step", "points": 3}]')
-    [Rubric(criterion='checks each step', points=3)]
+    [ProposedRubric(criterion='checks each step', points=3)]
     >>> parse_rubrics('```json\\n[{"criterion": "guesses", "points": -2}]\\n```')
-    [Rubric(criterion='guesses', points=-2)]
+    [ProposedRubric(criterion='guesses', points=-2)]
     >>> parse_rubrics('[{"criterion": "x", "points": 9}]') is None
     True
     """
@@ -292,7 +301,6 @@ def reasoner_reward(
 # At most 18 digits: bounded arithmetic, and no int() of a 5000-digit run (Python refuses those).
 _NUM = r"-?\d{1,18}"
 _STEP = re.compile(rf"(?<![\w.])({_NUM})\s*([-+*/x×÷])\s*({_NUM})\s*=\s*({_NUM})(?![\w])")
-_BOX = re.compile(r"\\boxed\s*\{([^{}]*)\}")
 _AT_MOST = re.compile(r"^uses at most (\d+) steps?$")
 _OPS: dict[str, Callable[[int, int], int | None]] = {
     "+": lambda a, b: a + b,
@@ -305,7 +313,11 @@ _OPS: dict[str, Callable[[int, int], int | None]] = {
 }
 
 
-def parse_steps(cot: str) -> list[tuple[int, str, int, int]]:
+#: One ``a op b = c`` step of a CoT: (a, op, b, c).
+Step = tuple[int, str, int, int]
+
+
+def parse_steps(cot: str) -> list[Step]:
     """The ``a op b = c`` steps of a CoT as (a, op, b, c), in order.
 
     >>> parse_steps("7 + 5 = 12. 12 - 3 = 9. The answer is \\\\boxed{9}.")
@@ -314,25 +326,31 @@ def parse_steps(cot: str) -> list[tuple[int, str, int, int]]:
     return [(int(a), op, int(b), int(c)) for a, op, b, c in _STEP.findall(cot)]
 
 
-def _step_correct(step: tuple[int, str, int, int]) -> bool:
+def _step_correct(step: Step) -> bool:
     a, op, b, c = step
     return _OPS[op](a, b) == c
 
 
-def _boxed(cot: str) -> str | None:
-    boxes = _BOX.findall(cot)
-    return boxes[-1].strip() if boxes else None
+def box_matches_last_step(cot: str, steps: list[Step] | None = None) -> bool:
+    """The boxed answer is the result of the CoT's last ``a op b = c`` step (exact text, spaces
+    inside the box ignored); False without a step or a box. ``steps`` are the CoT's
+    :func:`parse_steps`, passed by a caller that already has them.
+
+    >>> box_matches_last_step("7 + 5 = 12. 12 - 3 = 9. The answer is \\\\boxed{ 9 }.")
+    True
+    >>> box_matches_last_step("7 + 5 = 12. The answer is \\\\boxed{13}.")
+    False
+    >>> box_matches_last_step("\\\\boxed{9}")
+    False
+    """
+    steps = parse_steps(cot) if steps is None else steps
+    return bool(steps) and (extract_boxed(cot) or "").strip() == str(steps[-1][3])
 
 
 def _shows_every_step(cot: str) -> bool:
     steps = parse_steps(cot)
     chained = all(nxt[0] == prev[3] for prev, nxt in zip(steps, steps[1:]))
-    return bool(steps) and chained and _boxed(cot) == str(steps[-1][3])
-
-
-def _box_matches_last_step(cot: str) -> bool:
-    steps = parse_steps(cot)
-    return bool(steps) and _boxed(cot) == str(steps[-1][3])
+    return chained and box_matches_last_step(cot, steps)
 
 
 def _arithmetic_correct(cot: str) -> bool:
@@ -356,13 +374,13 @@ RUBRIC_VOCABULARY: dict[str, Callable[[str], bool]] = {
     # intermediate value is skipped or replaced.
     "shows every intermediate step": _shows_every_step,
     # A non-empty \boxed{...} appears somewhere.
-    "states the final answer in a box": lambda cot: bool(_boxed(cot)),
+    "states the final answer in a box": lambda cot: bool((extract_boxed(cot) or "").strip()),
     # At least one step, and every `a op b = c` step is arithmetically right (integer division).
     "each step's arithmetic is correct": _arithmetic_correct,
     # At least one `a op b = c` step is wrong (a natural negative rubric).
     "contains an arithmetic slip": _arithmetic_slip,
     # The boxed answer equals the result of the last step.
-    "the boxed answer matches the last step": _box_matches_last_step,
+    "the boxed answer matches the last step": box_matches_last_step,
     # Nothing but an optional full stop follows the last box.
     "ends with the boxed answer": _ends_with_box,
     # The CoT restates the question: it contains a sentence ending in a question mark.

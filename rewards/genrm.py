@@ -1,4 +1,4 @@
-"""`rationale`: the GenRM's TRL reward (SPEC 6, paper 001 §3.1) and the per-output scoring it shares
+"""`rationale`: the GenRM's TRL reward (paper 001 §3.1) and the per-output scoring it shares
 with evaluation (`evals.pairs`).
 
 The policy here IS the generative reward model: it reads a context and responses A and B, lists
@@ -14,8 +14,8 @@ with a matcher (:mod:`rewards.matchers`), and pays by ``mode``:
 Choices that are ours:
 
 - A malformed output (no verdict box, or no numbered/bulleted reason before it) gets 0 in every
-  mode, not None: the output is the GenRM's to get right, so it must be penalised (house rule 6
-  keeps None for "does not apply"). Such outputs are counted (``malformed`` in :meth:`metrics`).
+  mode, not None: the output is the GenRM's to get right, so it must be penalised (None is kept
+  for "does not apply"). Such outputs are counted (``malformed`` in :meth:`metrics`).
   For the logged means they count as AP 0 and outcome 0.
 - A row without a checklist gets None in ``hybrid`` / ``ap_only`` (AP is undefined, |R_h| = 0),
   the outcome reward in ``outcome`` mode.
@@ -46,7 +46,7 @@ from rewards.rationale import (
     parse_verdict,
     rationale_ap,
 )
-from rewards.verifiable import _text  # strings or conversational message lists, one rule
+from rewards.verifiable import completion_text
 
 # The `rationale` method's reward version: bumped when this glue (parsing, malformed rule, modes)
 # or the maths it calls in rewards.rationale changes meaning.
@@ -96,7 +96,7 @@ def score_outputs(texts: Sequence[str], checklists: Sequence[Sequence[str] | Non
     The matcher sees the whole batch at once (``Matcher.many``). AP (paper Eq. 3) and RC (matched
     total / |R_h|, paper Eq. 2 for one example) come from the same S.
     """
-    parsed = [parse_output(_text(t)) for t in texts]
+    parsed = [parse_output(completion_text(t)) for t in texts]
     reasons = [r if top_k is None else r[:top_k] for _, r in parsed]
     malformed = [v is None or not r for (v, _), r in zip(parsed, reasons)]
     todo = [i for i, (bad, c) in enumerate(zip(malformed, checklists)) if not bad and c]

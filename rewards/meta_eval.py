@@ -1,4 +1,4 @@
-"""RLME: reinforcement learning from meta-evaluation (SPEC 2; paper 000).
+"""RLME: reinforcement learning from meta-evaluation (paper 000).
 
 Why: without labels, the reward is an evaluator model's probability of answering a
 natural-language meta-question ("Is the answer correct?") with a target sequence ("YES" plus an
@@ -16,8 +16,8 @@ Decisions, **(ours)** where the paper is silent or its extracted text lost the d
   to the shift, models with absolute position embeddings are not), which puts every target at
   the same last T positions: one forward pass for the whole batch, and only the last T+1 logits are
   projected onto the vocabulary (``logits_to_keep``), which keeps memory at B x T x V even for
-  a 150k-token vocabulary. Because the target length is the same for all rows, the target mask
-  is all ones and the gather needs no per-row masking.
+  a 150k-token vocabulary. The pass is :func:`models.teacher_forcing.teacher_forced_logprobs`,
+  shared with DRO's reference pass.
 - The evaluator runs in eval mode (no dropout) under ``torch.no_grad``; its previous mode is
   restored afterwards, because the ``live`` evaluator is the policy being trained.
 - Anchoring (§4.6): a prompt is anchored when a SHA-256 hash of ``seed:prompt_id`` mapped to
@@ -26,14 +26,15 @@ Decisions, **(ours)** where the paper is silent or its extracted text lost the d
 - The anchoring sentence goes into the template's ``{anchor}`` placeholder; a template without
   one gets the sentence on its own line just before the meta-question, which is where §4.6
   puts it ("includes the correct integer answer before asking the meta-question").
-- A completion without an extractable answer shows an empty answer to the evaluator; RLME
+- The answer shown is the completion's last balanced ``\\boxed{...}``
+  (:func:`rewards.verifiable.extract_boxed`, one linear pass: a completion full of unclosed boxes
+  cannot stall the reward). A completion without one shows an empty answer to the evaluator; RLME
   still scores it (the evaluator decides), so the reward is never None.
 - Evaluator sources: ``live`` (the trainer's current policy, via the ``trainer`` attribute set
   after construction, falling back to the policy object given at construction, which the
   optimiser updates in place), ``frozen`` (a deepcopy of the policy taken at construction,
-  i.e. step 0), or a local model directory. SPEC 2 also allows a hub id; the lab runs offline,
-  so a hub model must be downloaded to a directory first, and a missing directory fails at
-  construction, before any training step.
+  i.e. step 0), or a local model directory (the lab runs offline: a hub model must be downloaded
+  to a directory first). A missing directory fails at construction, before any training step.
 """
 
 from __future__ import annotations
@@ -47,8 +48,10 @@ from typing import Any
 
 import numpy as np
 
-from rewards.evaluator_prompt import (DEFAULT_ANCHOR_TEMPLATE, _model_device, _template_fields,
-                                      render_evaluator_prompt, target_logprobs)
+from core.params import template_fields
+from models.teacher_forcing import model_device
+from rewards.evaluator_prompt import DEFAULT_ANCHOR_TEMPLATE, render_evaluator_prompt, target_logprobs
+from rewards.verifiable import completion_text, content_text, extract_boxed, rlvr_correct
 
 __all__ = [
     "DEFAULT_ANCHOR_TEMPLATE",
@@ -74,7 +77,7 @@ _BASE_FIELDS = ("problem", "solution", "answer", "question", "anchor")
 def aggregate_meta_rewards(
     lp: Any, question_weights: Any, evaluator_weights: Any
 ) -> np.ndarray:
-    """Reward r_i = sum_j v_j sum_k w_k lp[j,k,i] (paper 000 §3.1, Eq. 3; SPEC 2 Public API).
+    """Reward r_i = sum_j v_j sum_k w_k lp[j,k,i] (paper 000 §3.1, Eq. 3).
 
     ``lp`` is [J, K, B] log-probabilities, ``question_weights`` w is [K], ``evaluator_weights``
     v is [J]. The weights are fixed expert choices (paper §3.1), not learned.
@@ -98,7 +101,7 @@ def aggregate_meta_rewards(
 
 
 def anchored(prompt_id: str, p: float, seed: int = 0) -> bool:
-    """Whether this prompt's evaluator prompt states the gold answer (paper 000 §4.6; SPEC 2).
+    """Whether this prompt's evaluator prompt states the gold answer (paper 000 §4.6).
 
     Deterministic from a SHA-256 hash of ``seed:prompt_id``, so the same prompts are anchored in
     every epoch, process and rerun, and raising p only adds prompts (nested sets).
@@ -116,7 +119,7 @@ def anchored(prompt_id: str, p: float, seed: int = 0) -> bool:
 
 
 def standardize(x: Any) -> np.ndarray:
-    """Mean 0, std 1 within the batch; zeros when the batch has no spread (SPEC 2 hybrid).
+    """Mean 0, std 1 within the batch; zeros when the batch has no spread (paper 000 §4.9).
 
     Used by the hybrid ``rlvr+rlme`` reward (paper 000 §4.9) so that a 0/1 verifier and a
     log-probability on a very different scale contribute equally. NaN entries (rewards that
@@ -137,7 +140,7 @@ def standardize(x: Any) -> np.ndarray:
 
 
 def hybrid_rewards(components: Mapping[str, Any]) -> np.ndarray:
-    """Sum of the batch-standardised components, e.g. ``{"rlvr": ..., "rlme": ...}`` (SPEC 2).
+    """Sum of the batch-standardised components, e.g. ``{"rlvr": ..., "rlme": ...}`` (paper 000 §4.9).
 
     >>> hybrid_rewards({"rlvr": [1.0, 0.0, 1.0, 0.0], "rlme": [-0.1, -0.1, -2.0, -2.0]}).round(6).tolist()
     [2.0, 0.0, 0.0, -2.0]
@@ -149,31 +152,6 @@ def hybrid_rewards(components: Mapping[str, Any]) -> np.ndarray:
     if len(set(shapes.values())) != 1:
         raise ValueError(f"hybrid components must have the same shape, got {shapes}")
     return np.sum([standardize(a) for a in arrays.values()], axis=0)
-
-
-def _last_boxed(text: str) -> str | None:
-    """Content of the last ``\\boxed{...}`` with balanced braces, or None.
-
-    A local copy so this module does not depend on ``rewards.verifiable`` (SPEC 1 owns the
-    canonical ``extract_boxed``); both follow the paper's "last boxed answer" rule (000 §4.1, App. A.4).
-
-    >>> _last_boxed(r"first \\boxed{1}, then \\boxed{\\frac{1}{2}}")
-    '\\\\frac{1}{2}'
-    >>> _last_boxed("no answer") is None
-    True
-    """
-    start = text.rfind("\\boxed{")
-    while start != -1:
-        depth, i = 0, start + len("\\boxed")
-        for j in range(i, len(text)):
-            if text[j] == "{":
-                depth += 1
-            elif text[j] == "}":
-                depth -= 1
-                if depth == 0:
-                    return text[i + 1 : j]
-        start = text.rfind("\\boxed{", 0, start)
-    return None
 
 
 @dataclass(frozen=True)
@@ -194,23 +172,26 @@ class Evaluator:
     weight: float = 1.0
 
 
-def _as_text(x: Any, role: str) -> str:
-    """Text of a TRL prompt/completion: a string, or a list of chat messages.
+def _problem_text(prompt: Any) -> str:
+    """The problem shown to the evaluator: a plain prompt as is; for a conversational prompt the
+    last user message (the last message if no turn is the user's), its content read by
+    :func:`rewards.verifiable.content_text` (None or non-text parts count as "").
 
-    For a conversational prompt the problem is the last user message; for a completion, the
-    concatenated message contents.
+    >>> _problem_text([{"role": "system", "content": "be brief"}, {"role": "user", "content": "1 + 1?"}])
+    '1 + 1?'
+    >>> _problem_text([{"role": "user", "content": None}])
+    ''
     """
-    if isinstance(x, str):
-        return x
-    messages = list(x)
-    if role == "prompt":
-        users = [m["content"] for m in messages if m.get("role") == "user"]
-        return users[-1] if users else (messages[-1]["content"] if messages else "")
-    return "".join(m["content"] for m in messages)
+    if isinstance(prompt, str):
+        return prompt
+    messages = [m for m in prompt if isinstance(m, dict)]
+    users = [m for m in messages if m.get("role") == "user"]
+    chosen = users[-1] if users else (messages[-1] if messages else {})
+    return content_text(chosen.get("content"))
 
 
 class MetaEvalReward:
-    """TRL reward function for RLME: one float per completion (SPEC 2; paper 000 §3).
+    """TRL reward function for RLME: one float per completion (paper 000 §3).
 
     Holds the evaluators (J), meta-questions (K) and the template; each call renders the K
     evaluator prompts for the generation batch and runs ONE batched forward pass per
@@ -235,7 +216,7 @@ class MetaEvalReward:
         policy: Any = None,
         tokenizer: Any = None,
         end_marker: str | None = None,
-        answer_extractor: Callable[[str], str | None] = _last_boxed,
+        answer_extractor: Callable[[str], str | None] = extract_boxed,
         anchor_fraction: float = 0.0,
         anchor_seed: int = 0,
         anchor_template: str = DEFAULT_ANCHOR_TEMPLATE,
@@ -270,7 +251,7 @@ class MetaEvalReward:
         self.last_logprobs: np.ndarray | None = None
 
         allowed = set(_BASE_FIELDS) | set(self.measures)
-        unknown = [f for f in _template_fields(template) if f not in allowed]
+        unknown = [f for f in template_fields(template) if f not in allowed]
         if unknown:
             raise ValueError(
                 f"evaluator template has unknown placeholder(s) {', '.join('{' + u + '}' for u in unknown)}; "
@@ -322,8 +303,8 @@ class MetaEvalReward:
             return self._live_model(), tokenizer
         if ev.source != "frozen" and (self.trainer is not None or self.policy is not None):
             # Path evaluators are loaded on CPU; follow the policy's device once it is known.
-            device = _model_device(self._live_model())
-            if _model_device(model) != device:
+            device = model_device(self._live_model())
+            if model_device(model) != device:
                 model.to(device)
         return model, tokenizer
 
@@ -345,8 +326,8 @@ class MetaEvalReward:
 
     def render(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[list[str]]:
         """Evaluator prompts [K][B] for a generation batch."""
-        problems = [_as_text(p, "prompt") for p in prompts]
-        solutions = [_as_text(c, "completion") for c in completions]
+        problems = [_problem_text(p) for p in prompts]
+        solutions = [completion_text(c) for c in completions]
         answers = [self.answer_extractor(s) or "" for s in solutions]
         golds = self._golds(len(solutions), kwargs)
         measured = [{name: fn(s) for name, fn in self.measures.items()} for s in solutions]
@@ -405,7 +386,7 @@ class MetaEvalReward:
 
 
 class HybridReward:
-    """Sum of batch-standardised components (paper 000 §4.9: ``rlvr+rlme``; SPEC 2).
+    """Sum of batch-standardised components (paper 000 §4.9: ``rlvr+rlme``).
 
     ``components`` maps a name to a TRL reward callable; each is called on the same batch, its
     rewards standardised within the batch (``standardize``), and the results summed. The raw
@@ -445,11 +426,10 @@ class HybridReward:
         return [float(r) for r in np.nan_to_num(hybrid_rewards(raw), nan=0.0)]
 
 
-def build(ctx: Any):
+def build(ctx: Any) -> Any:
     """The RLME plan from ``params.reward.rlme`` (a `rewards.MethodContext`): the meta-evaluation
     reward, or the hybrid with the verifiable reward when ``hybrid_rlvr`` is set."""
     from rewards import MethodPlan
-    from rewards.verifiable import rlvr_correct
 
     cfg = ctx.cfg
     reward = MetaEvalReward(

@@ -1,4 +1,4 @@
-"""`rlvrr`: the TRL reward callable of the reference reward chain (SPEC.md section 3, paper 002).
+"""`rlvrr`: the TRL reward callable of the reference reward chain (paper 002).
 
 :class:`RlvrrReward` scores a generation batch against the offline components written by the
 `synthesize` stage (``data/components/<task>_<split>.jsonl``, schema in synthesis/README.md),
@@ -8,15 +8,15 @@ this module is the glue that makes it cheap at training time:
 - all style checks of the whole batch go to the sandbox in ONE round trip
   (:meth:`rewards.sandbox.StyleSandbox.run_groups`, one group per prompt, so a prompt's checks
   only see its own completions); content scoring is pure Python with cached keyword regexes
-  and cached reference keyword sequences (section 8: the paper's 0.71% overhead);
+  and cached reference keyword sequences (the paper reports a 0.71% overhead);
 - completions are cut at the first special-token text (EOS, padding, chat end markers) and
   stripped, so a completion decoded with its special tokens scores like the clean text
-  (SPEC 3: "scored without special tokens, padding or the end-of-sequence text").
+  (what the policy wrote is scored, not its padding or end-of-sequence text).
 
 Choice that is ours: ONE callable, ``rlvrr_chain``, returning ``chain_reward(r_c, r_s)``,
 rather than two callables ``rlvrr_content`` / ``rlvrr_style`` summed by TRL's
 ``reward_weights``. TRL sums weighted rewards with ``nansum``, so a prompt without style
-checks would get ``0.5 * r_c`` instead of SPEC 3's "the part that exists"; one callable keeps
+checks would get ``0.5 * r_c`` instead of "the part that exists"; one callable keeps
 :func:`rewards.reference_chain.chain_reward`'s semantics and its ``content_weight`` ablation
 switch. The parts of the last call are kept in ``last_content`` / ``last_style`` (and their
 means in :meth:`RlvrrReward.metrics`) for a callback to log.
@@ -24,7 +24,8 @@ means in :meth:`RlvrrReward.metrics`) for a callback to log.
 Options (paper Table 3 ablations): ``mode="direct"`` (keyword presence, order ignored),
 ``single_ref`` (only the first reference), ``content_only`` (no style checks, no sandbox),
 ``content_weight`` (1 = w/o style, 0 = w/o content). A row whose ``prompt_id`` has no
-components (not synthesised, or dropped by the synthesis filter) gets ``None`` (house rule 6).
+components (not synthesised, or dropped by the synthesis filter) gets ``None``: the reward does
+not apply.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from typing import Any, NamedTuple
 from core.io import DataError, iter_jsonl
 from rewards.reference_chain import ContentMode, chain_reward, content_reward, style_reward
 from rewards.sandbox import DEFAULT_CPU_SECONDS, StyleSandbox
-from rewards.verifiable import _text  # strings or conversational message lists, one rule
+from rewards.verifiable import completion_text
 
 VERSION = "1"
 
@@ -147,7 +148,7 @@ class RlvrrReward:
 
     def clean(self, completion: Any) -> str:
         """The completion's text up to its first special token, stripped."""
-        text = _text(completion)
+        text = completion_text(completion)
         if self._cut is not None:
             match = self._cut.search(text)
             if match:

@@ -1,4 +1,4 @@
-"""`rlvr`: the verifiable-answer reward (SPEC 1): 1.0 if the boxed answer matches the gold answer.
+"""`rlvr`: the verifiable-answer reward: 1.0 if the boxed answer matches the gold answer.
 
 Plain numbers (the tiny world, GSM8K) take a fast exact path after stripping commas, `$`, units and
 spaces; anything else goes to `math-verify`, which handles LaTeX and symbolic equivalence. The fast
@@ -7,12 +7,18 @@ path matters: the reward runs on every completion of every step.
 Hostile completions must not stall a training step: :func:`extract_boxed` is one linear pass, and
 an answer longer than :data:`MAX_SYMBOLIC_CHARS` is never handed to `math-verify` (whose parse time
 grows fast with length and whose timeouts are off here); it counts as wrong.
+
+Two helpers here are every method's: :func:`extract_boxed` (the "last boxed answer" rule of
+paper 000 §4.1 and App. A.4, read by RLVR, RLME's evaluator prompt, RLCER's rule verifier, DRO's
+rubrics and the benchmarks) and :func:`completion_text` (a TRL completion, plain or
+conversational, as one string).
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -102,28 +108,41 @@ def rlvr_score(completion: str, gold: str) -> float:
     return 1.0 if answers_match(extract_boxed(completion), gold) else 0.0
 
 
-def rlvr_correct(prompts, completions, answer, **kwargs) -> list[float | None]:
+def rlvr_correct(prompts: Any, completions: Sequence[Any], answer: Sequence[Any],
+                 **kwargs: Any) -> list[float | None]:
     """TRL reward function: `answer` is the dataset's gold column; rows without one get None."""
-    return [None if gold is None else rlvr_score(_text(c), gold)
+    return [None if gold is None else rlvr_score(completion_text(c), gold)
             for c, gold in zip(completions, answer)]
 
 
-def _text(completion) -> str:
-    """TRL passes strings for plain prompts and message lists for conversational ones.
+def completion_text(completion: Any) -> str:
+    """A TRL completion as text: TRL passes strings for plain prompts and message lists for
+    conversational ones, whose contents are concatenated.
 
     A message's content may also be None (an assistant turn that only calls tools) or a list of
-    OpenAI-style parts (``{"type": "text", "text": ...}``); None and non-text parts count as "".
+    OpenAI-style parts (``{"type": "text", "text": ...}``); None and non-text parts count as ""
+    (:func:`content_text`). Anything that is not a list is returned as it is.
 
-    >>> _text([{"role": "assistant", "content": [{"type": "text", "text": "a"}, {"type": "image_url"}]},
-    ...        {"role": "assistant", "content": None}, {"role": "assistant", "content": "b"}])
+    >>> completion_text([{"role": "assistant", "content": [{"type": "text", "text": "a"},
+    ...                                                    {"type": "image_url"}]},
+    ...                  {"role": "assistant", "content": None}, {"role": "assistant", "content": "b"}])
     'ab'
+    >>> completion_text("plain")
+    'plain'
     """
     if isinstance(completion, list):
-        return "".join(_content_text(m.get("content")) for m in completion if isinstance(m, dict))
+        return "".join(content_text(m.get("content")) for m in completion if isinstance(m, dict))
     return completion
 
 
-def _content_text(content) -> str:
+def content_text(content: Any) -> str:
+    """The text of one chat message's ``content``: a string as is, the text parts of an
+    OpenAI-style part list joined, "" for None or anything else.
+
+    >>> content_text(None), content_text("x"), content_text([{"type": "text", "text": "y"},
+    ...                                                       {"type": "image_url"}])
+    ('', 'x', 'y')
+    """
     if isinstance(content, str):
         return content
     if isinstance(content, list):

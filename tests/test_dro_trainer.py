@@ -1,5 +1,6 @@
-"""DRO in training (models/dro_trainer.py): the CoT/answer split, rubrics, P from one batched pass,
-group verdicts, the plan, and (slow) GRPO steps where a rejected group adds no gradient."""
+"""DRO in training: the CoT/answer split, rubrics and group verdicts (rewards/dro.py), P from one
+batched pass (models/teacher_forcing.py, models/dro_trainer.py), the plan, and (slow) GRPO steps
+where a rejected group adds no gradient."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import torch
 
 from core.params import Arch, load
 from models import dro_trainer as dro
+from models.teacher_forcing import teacher_forced_logprobs
 from models.tiny import build_model, build_tokenizer
 from rewards import MethodContext, MethodPlan
+from rewards import dro as dro_scoring
 from rewards.reflection import AdaptiveThreshold, avg_prob_rewards
 from world import arith, facts
 
@@ -52,21 +55,22 @@ def dro_cfg(**update):
 
 def test_split_at_the_last_marker_with_the_space_before_it():
     text = " The answer is probably 5. 2 + 3 = 5. The answer is \\boxed{5}."
-    assert dro.split_answer(text, MARKER) == (" The answer is probably 5. 2 + 3 = 5.",
+    assert dro_scoring.split_answer(text, MARKER) == (" The answer is probably 5. 2 + 3 = 5.",
                                               " The answer is \\boxed{5}.")
-    assert dro.split_answer(" 2 + 3 = 5.", MARKER) == (" 2 + 3 = 5.", "")
-    assert dro.split_answer("The answer is \\boxed{5}.", MARKER) == ("", "The answer is \\boxed{5}.")
+    assert dro_scoring.split_answer(" 2 + 3 = 5.", MARKER) == (" 2 + 3 = 5.", "")
+    assert dro_scoring.split_answer("The answer is \\boxed{5}.", MARKER) == (
+        "", "The answer is \\boxed{5}.")
 
 
 def test_reference_answer_and_cot():
     row = {"prompt_id": "a-1", "reference": " 13 - 9 = 4. 4 / 2 = 2. The answer is \\boxed{2}."}
-    assert dro.reference_answer(row, "arith", MARKER) == " The answer is \\boxed{2}."
+    assert dro_scoring.reference_answer(row, "arith", MARKER) == " The answer is \\boxed{2}."
     completion = " 13 - 9 = 4. 4 / 2 = 3. The answer is \\boxed{3}."
     # The rollout's own answer is dropped: the reference answer is scored right after its CoT.
-    assert dro.cot_and_answer(completion, "arith", MARKER)[0] == " 13 - 9 = 4. 4 / 2 = 3."
+    assert dro_scoring.cot_and_answer(completion, "arith", MARKER)[0] == " 13 - 9 = 4. 4 / 2 = 3."
     frow = facts_rows(1)[0]
-    assert dro.reference_answer(frow, "facts", MARKER) == frow["references"][0]
-    assert dro.cot_and_answer(" Zorb is a fox.", "facts", MARKER) == (" Zorb is a fox.",) * 2
+    assert dro_scoring.reference_answer(frow, "facts", MARKER) == frow["references"][0]
+    assert dro_scoring.cot_and_answer(" Zorb is a fox.", "facts", MARKER) == (" Zorb is a fox.",) * 2
 
 
 def test_cot_ids_keep_the_generated_tokens(micro):
@@ -76,7 +80,7 @@ def test_cot_ids_keep_the_generated_tokens(micro):
     # A sampled segmentation need not be canonical: one token per character here.
     chars = [i for ch in text for i in tok(ch, add_special_tokens=False)["input_ids"]]
     assert chars != tok(text)["input_ids"]
-    cot = dro.cot_and_answer(text, "arith", MARKER)[0]
+    cot = dro_scoring.cot_and_answer(text, "arith", MARKER)[0]
     assert dro.cot_ids(tok, chars + eos, cot) == chars[:len(cot)]
     canonical = tok(text)["input_ids"]
     assert dro.cot_ids(tok, canonical + eos, cot) == tok(cot)["input_ids"]
@@ -86,16 +90,16 @@ def test_cot_ids_keep_the_generated_tokens(micro):
 
 def test_bad_rows_name_the_row_and_the_column():
     with pytest.raises(ValueError, match=r"row a-7: the reference has no answer marker"):
-        dro.reference_answer({"prompt_id": "a-7", "reference": " 2 + 3 = 5."}, "arith", MARKER)
+        dro_scoring.reference_answer({"prompt_id": "a-7", "reference": " 2 + 3 = 5."}, "arith", MARKER)
     with pytest.raises(ValueError, match=r"row f-1: DRO on 'facts' needs the column 'references'"):
-        dro.reference_answer({"prompt_id": "f-1"}, "facts", MARKER)
+        dro_scoring.reference_answer({"prompt_id": "f-1"}, "facts", MARKER)
 
 
 # --- rubrics ----------------------------------------------------------------------------------
 
 def test_arith_rubrics_judge_the_final_answer_and_the_last_step():
     row = {"reference": " 13 - 9 = 4. 4 / 2 = 2. The answer is \\boxed{2}."}
-    assert [r.name for r in dro.query_rubrics(row, "arith", MARKER)] == [
+    assert [r.name for r in dro_scoring.query_rubrics(row, "arith", MARKER)] == [
         "boxed_integer", "boxed_once", "ends_after_box", "cot_matches_box"]
     cases = {
         " 13 - 9 = 4. 4 / 2 = 2. The answer is \\boxed{2}.": [True, True, True, True],
@@ -106,20 +110,21 @@ def test_arith_rubrics_judge_the_final_answer_and_the_last_step():
         " 4 / 2 = 2.": [False, False, False, False],
     }
     for completion, expected in cases.items():
-        assert dro.rubric_row(row, completion, "arith", MARKER) == expected, completion
+        assert dro_scoring.rubric_row(row, completion, "arith", MARKER) == expected, completion
 
 
 def test_facts_rubrics_one_per_fact_plus_style():
     row = {"references": [" Zorb is a fox. It is red. It eats fish."], "gold_facts": ["fox", "red", "fish"],
            "style": "sentences"}
-    assert [r.name for r in dro.query_rubrics(row, "facts", MARKER)] == [
+    assert [r.name for r in dro_scoring.query_rubrics(row, "facts", MARKER)] == [
         "mentions fox", "mentions red", "mentions fish", "style"]
-    assert dro.rubric_row(row, " Zorb is a fox. It eats fish.", "facts", MARKER) == [True, False, True, True]
-    assert dro.rubric_row(row, "- Zorb is a red fox.\n- It eats fishes.", "facts", MARKER) == [
+    assert dro_scoring.rubric_row(row, " Zorb is a fox. It eats fish.", "facts", MARKER) == [
+        True, False, True, True]
+    assert dro_scoring.rubric_row(row, "- Zorb is a red fox.\n- It eats fishes.", "facts", MARKER) == [
         True, True, False, False]
     # A rubric the reference fails is dropped: this reference is not in bullet style.
     bullets = {**row, "style": "bullets"}
-    assert [r.name for r in dro.query_rubrics(bullets, "facts", MARKER)][-1] == "mentions fish"
+    assert [r.name for r in dro_scoring.query_rubrics(bullets, "facts", MARKER)][-1] == "mentions fish"
 
 
 # --- P from one batched teacher-forced pass ---------------------------------------------------
@@ -140,7 +145,7 @@ def test_batched_pass_equals_independent_teacher_forcing(micro):
     targets = [tok(t)["input_ids"] for t in (" The answer is \\boxed{4}.", " The answer is \\boxed{12}.",
                                              " Zorb is a fox.")]
     assert len({len(p) + len(t) for p, t in zip(prefixes, targets)}) == 3  # real padding
-    logp, mask = dro.reference_logprobs(model, prefixes, targets, tok.pad_token_id)
+    logp, mask = teacher_forced_logprobs(model, prefixes, targets, tok.pad_token_id)
     assert logp.shape == mask.shape == (3, max(map(len, targets)))
     for b, (p, t) in enumerate(zip(prefixes, targets)):
         assert mask[b].sum().item() == len(t)
@@ -154,7 +159,7 @@ def test_score_rollouts_scores_the_same_reference_tokens_for_every_rollout(micro
     completions = [" 1 + 1 = 2. The answer is \\boxed{2}.", " garbage", ""]
     ids = [tok(c)["input_ids"] + [tok.eos_token_id] for c in completions]
     logps = dro.score_rollouts(model, tok, [row["prompt"]] * 3, [row] * 3, ids, "arith", MARKER)
-    reference = tok(dro.reference_answer(row, "arith", MARKER))["input_ids"]
+    reference = tok(dro_scoring.reference_answer(row, "arith", MARKER))["input_ids"]
     assert [len(x) for x in logps] == [len(reference)] * 3
     assert all((x <= 0).all() for x in logps)
     # The first rollout conditions on its CoT only, so its own boxed 2 cannot leak into the score.
@@ -183,7 +188,7 @@ ALL_MET = np.ones((4, 2), dtype=bool)
 
 def test_emphasis_zero_without_clipping_is_the_mean_probability():
     cfg = dro_cfg(score="r3", emphasis=0.0, clip_low=0.0, clip_high=1.0, gate=False, variance_filter=False)
-    v = dro.judge_group(np.log(P_GROUP), ALL_MET, cfg, AdaptiveThreshold())
+    v = dro_scoring.judge_group(np.log(P_GROUP), ALL_MET, cfg, AdaptiveThreshold())
     np.testing.assert_allclose(v.rewards, P_GROUP.mean(axis=1))
     np.testing.assert_allclose(v.rewards, avg_prob_rewards(P_GROUP))
     assert v.accepted
@@ -191,33 +196,33 @@ def test_emphasis_zero_without_clipping_is_the_mean_probability():
 
 def test_scores_pick_the_configured_aggregation():
     for score, expected in {"avg_prob": P_GROUP.mean(1), "avg_logprob": np.log(P_GROUP).mean(1)}.items():
-        v = dro.judge_group(np.log(P_GROUP), ALL_MET, dro_cfg(score=score), AdaptiveThreshold())
+        v = dro_scoring.judge_group(np.log(P_GROUP), ALL_MET, dro_cfg(score=score), AdaptiveThreshold())
         np.testing.assert_allclose(v.rewards, expected)
 
 
 def test_gates():
     cfg = dro_cfg(gate=True, min_rollouts=1, top_frac=0.25, min_rubric_frac=0.5, variance_filter=True)
     open_th = AdaptiveThreshold()
-    assert dro.judge_group(np.log(P_GROUP), ALL_MET, cfg, open_th).accepted
+    assert dro_scoring.judge_group(np.log(P_GROUP), ALL_MET, cfg, open_th).accepted
     # Coverage: rubric 1 is met by no rollout.
     S = np.array([[1, 0], [1, 0], [1, 0], [1, 0]], dtype=bool)
-    v = dro.judge_group(np.log(P_GROUP), S, cfg, open_th)
+    v = dro_scoring.judge_group(np.log(P_GROUP), S, cfg, open_th)
     assert (v.coverage_ok, v.consistency_ok, v.accepted) == (False, True, False)
     # Consistency: the top rollout by R3 (rollout 2) meets no rubric, the others meet both.
     S = np.array([[1, 1], [1, 1], [0, 0], [1, 1]], dtype=bool)
-    v = dro.judge_group(np.log(P_GROUP), S, cfg, open_th)
+    v = dro_scoring.judge_group(np.log(P_GROUP), S, cfg, open_th)
     assert int(np.argmax(v.rewards)) == 2
     assert (v.coverage_ok, v.consistency_ok, v.accepted) == (True, False, False)
     # Variance filter: h below theta.
     strict = AdaptiveThreshold()
     strict.theta = 1.0
-    v = dro.judge_group(np.log(P_GROUP), ALL_MET, cfg, strict)
+    v = dro_scoring.judge_group(np.log(P_GROUP), ALL_MET, cfg, strict)
     assert (v.variance_ok, v.accepted) == (False, False)
     # Gates that are off always pass; no rubric at all passes both rubric gates.
-    off = dro.judge_group(np.log(P_GROUP), np.zeros((4, 2), bool),
-                          dro_cfg(gate=False, variance_filter=False), strict)
+    off = dro_scoring.judge_group(np.log(P_GROUP), np.zeros((4, 2), bool),
+                                  dro_cfg(gate=False, variance_filter=False), strict)
     assert off.accepted
-    assert dro.judge_group(np.log(P_GROUP), np.zeros((4, 0), bool), cfg, open_th).accepted
+    assert dro_scoring.judge_group(np.log(P_GROUP), np.zeros((4, 0), bool), cfg, open_th).accepted
 
 
 # --- the plan ---------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""RLCER scoring (rewards/evolving_rubrics.py, SPEC 5): worked examples computed by hand."""
+"""RLCER scoring (rewards/evolving_rubrics.py, paper 004): worked examples computed by hand."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from rewards.evolving_rubrics import (
     MODES,
     RUBRIC_VOCABULARY,
     VERSION,
-    Rubric,
+    ProposedRubric,
     cot_rewards,
     parse_rubrics,
     parse_steps,
@@ -36,7 +36,8 @@ def test_version() -> None:
 # --- parse_rubrics -----------------------------------------------------------------------------
 
 def test_parse_plain_prose_and_fenced() -> None:
-    expected = [Rubric("each step's arithmetic is correct", 4), Rubric("contains an arithmetic slip", -3)]
+    expected = [ProposedRubric("each step's arithmetic is correct", 4),
+                ProposedRubric("contains an arithmetic slip", -3)]
     payload = json.dumps([{"criterion": r.criterion, "points": r.points} for r in expected])
     assert parse_rubrics(payload) == expected
     assert parse_rubrics(f"Here are my rubrics:\n{payload}\nHope this helps.") == expected
@@ -46,11 +47,13 @@ def test_parse_plain_prose_and_fenced() -> None:
     assert parse_rubrics(f"As in [1], the rubrics are {payload}") == expected
     # An unclosed bracket in the prose does not hide the list; brackets inside strings are text.
     assert parse_rubrics(f"[draft: {payload}") == expected
-    assert parse_rubrics('[{"criterion": "no [skipped] step", "points": 2}]') == [Rubric("no [skipped] step", 2)]
+    assert parse_rubrics('[{"criterion": "no [skipped] step", "points": 2}]') == [
+        ProposedRubric("no [skipped] step", 2)]
     # A list wrapped in an object is still found.
     assert parse_rubrics(f'{{"rubrics": {payload}}}') == expected
     # Surrounding whitespace of a criterion is dropped; extra keys are tolerated.
-    assert parse_rubrics('[{"criterion": "  tidy  ", "points": 1, "why": "x"}]') == [Rubric("tidy", 1)]
+    assert parse_rubrics('[{"criterion": "  tidy  ", "points": 1, "why": "x"}]') == [
+        ProposedRubric("tidy", 1)]
 
 
 @pytest.mark.parametrize(

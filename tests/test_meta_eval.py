@@ -1,7 +1,8 @@
-"""RLME meta-evaluation reward (SPEC 2; paper 000 §3.1, §4.6, App. B) on a tiny random Llama."""
+"""RLME meta-evaluation reward (paper 000 §3.1, §4.6, App. B) on a tiny random Llama."""
 
 from __future__ import annotations
 
+import timeit
 from collections.abc import Iterator
 from types import SimpleNamespace
 
@@ -22,6 +23,7 @@ from rewards.meta_eval import (
     standardize,
     target_logprobs,
 )
+from rewards.verifiable import extract_boxed
 
 WORDS = (
     "Problem Solution Answer Is the answer correct length short ? : YES NO correct is The . "
@@ -322,3 +324,37 @@ def test_conversational_inputs(policy: LlamaForCausalLM, tokenizer: PreTrainedTo
     prompts = [[{"role": "system", "content": "be brief"}, {"role": "user", "content": p}] for p in PROMPTS]
     completions = [[{"role": "assistant", "content": c}] for c in COMPLETIONS]
     np.testing.assert_allclose(reward(prompts, completions), reward(PROMPTS, COMPLETIONS), atol=1e-6)
+
+
+def test_message_contents_that_are_none_or_parts_render_as_text(
+    policy: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast
+) -> None:
+    """A tool-call-only turn (content None) or OpenAI-style parts: read as text, not a crash."""
+    reward = _reward(policy, tokenizer)
+    prompts = [[{"role": "user", "content": None}],
+               [{"role": "user", "content": [{"type": "text", "text": "1 + 1"}, {"type": "image_url"}]}]]
+    completions = [[{"role": "assistant", "content": None}, {"role": "assistant", "content": "\\boxed{2}"}],
+                   [{"role": "assistant", "content": [{"type": "text", "text": "so \\boxed{2}"}]}]]
+    rendered = reward.render(prompts, completions)
+    assert rendered == reward.render(["", "1 + 1"], ["\\boxed{2}", "so \\boxed{2}"])
+    assert "Answer : 2 " in rendered[0][0] and "Answer : 2 " in rendered[0][1]
+    assert len(reward(prompts, completions)) == 2
+
+
+def test_answer_extraction_on_the_reward_path_is_linear_in_unclosed_boxes(
+    policy: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast
+) -> None:
+    """Rendering the evaluator prompts (which extracts each completion's boxed answer) grows
+    linearly with the number of unclosed ``\\boxed{`` (~10x the time for 10x the boxes); a rescan
+    from every unclosed box, as a copy of the extractor once did, is quadratic (~100x)."""
+    reward = _reward(policy, tokenizer, evaluators=[Evaluator("self", "live")])
+    assert reward.answer_extractor is extract_boxed
+
+    def seconds_per_render(n_boxes: int) -> float:
+        completion = "3 + 4 = 7 so \\boxed{7} " + "\\boxed{" * n_boxes
+        assert "Answer : 7 " in reward.render(["p"], [completion])[0][0]
+        number = max(1, 40_000 // n_boxes)  # ~the same characters per measurement
+        return min(timeit.repeat(lambda: reward.render(["p"], [completion]), number=number, repeat=5)) / number
+
+    small, large = seconds_per_render(400), seconds_per_render(4_000)
+    assert large / small < 30, f"10x the unclosed boxes took {large / small:.0f}x the time"

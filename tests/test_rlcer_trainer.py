@@ -1,4 +1,5 @@
-"""RLCER's two-role step (models/rlcer_trainer.py, SPEC 5): batch assembly, scoring path, modes."""
+"""RLCER's two-role step (models/rlcer_trainer.py, rewards/rlcer.py; paper 004): batch assembly,
+scoring path, modes."""
 
 from __future__ import annotations
 
@@ -16,15 +17,11 @@ from models.rlcer_trainer import (
     RlcerGRPOTrainer,
     RlcerReward,
     assemble_two_role_batch,
-    hint_prompt,
     make_verifier,
-    pick_cots,
-    question_groups,
-    rubricator_advantages,
-    score_question,
     yes_no_judgements,
 )
-from rewards.evolving_rubrics import Rubric
+from rewards.evolving_rubrics import ProposedRubric
+from rewards.rlcer import hint_prompt, pick_cots, question_groups, rubricator_advantages, score_question
 
 PAD = 0
 PROMPT = "Problem: Ann has 7 apples and buys 5, then eats 3. Then she doubles them. How many?\nSolution:"
@@ -139,7 +136,7 @@ def test_pick_cots_and_question_groups() -> None:
 # z = [1, 1, 0, 0]; rubric A (+3) holds on rollouts 0 and 1 (corr 1, valid), rubric B (-2) holds on
 # rollout 2 only (corr -0.58, not valid), rubric C (+1) holds everywhere (std 0, not valid).
 Z = [1, 1, 0, 0]
-OUTPUTS = [[Rubric("A", 3), Rubric("B", -2)], [Rubric("C", 1)], None]
+OUTPUTS = [[ProposedRubric("A", 3), ProposedRubric("B", -2)], [ProposedRubric("C", 1)], None]
 V = [[1, 1, 0, 0], [0, 0, 1, 0], [1, 1, 1, 1]]
 
 
@@ -215,7 +212,8 @@ def test_malformed_rubricator_outputs_score_zero_without_a_crash() -> None:
            "no rubrics at all", ""]
     reward, rewards, logged, _ = run_reward([good, *bad], rollouts=6)
     rollouts = reward.pop_rubricator()
-    # Arithmetic correct is valid; the slip rubric correlates negatively with z, so it is not (SPEC 5).
+    # Arithmetic correct is valid; the slip rubric correlates negatively with z, so it is not
+    # (paper 004 Eq. 7).
     assert rollouts.rewards[0] == pytest.approx(1.5)
     assert rollouts.rewards[1:] == [0.0] * 5
     assert rollouts.question == [0] * 6
@@ -279,8 +277,10 @@ def test_reward_needs_gold_answers_and_a_trainer() -> None:
 # --- hints and verifiers -------------------------------------------------------------------------
 
 def test_hint_prompt() -> None:
-    rubrics = [Rubric("contains an arithmetic slip", -4), Rubric("shows every intermediate step", 3),
-               Rubric("states the final answer in a box", 5), Rubric("shows every intermediate step", 1)]
+    rubrics = [ProposedRubric("contains an arithmetic slip", -4),
+               ProposedRubric("shows every intermediate step", 3),
+               ProposedRubric("states the final answer in a box", 5),
+               ProposedRubric("shows every intermediate step", 1)]
     out = hint_prompt("Problem: 2 + 3 * 4?\nSolution:", rubrics)
     assert out == ("Problem: 2 + 3 * 4?\nHints: aim for: states the final answer in a box (+5); aim for: "
                    "shows every intermediate step (+3); avoid: contains an arithmetic slip (-4).\nSolution:")
@@ -306,9 +306,10 @@ def tiny_judge(tmp_path_factory):
 def test_judge_verifier_contract(tiny_judge) -> None:
     judge = make_verifier(str(tiny_judge))
     assert isinstance(judge, JudgeVerifier)
-    items = [("Q1", GOOD, Rubric("each step's arithmetic is correct", 3)),
-             ("Q1", SLIP, Rubric("contains an arithmetic slip", -4)),
-             ("Q2 is a longer question than the first one", GOOD, Rubric("repeats the question", -1))]
+    items = [("Q1", GOOD, ProposedRubric("each step's arithmetic is correct", 3)),
+             ("Q1", SLIP, ProposedRubric("contains an arithmetic slip", -4)),
+             ("Q2 is a longer question than the first one", GOOD,
+              ProposedRubric("repeats the question", -1))]
     verdicts = judge(items)
     assert len(verdicts) == 3 and all(isinstance(v, bool) for v in verdicts)
     # One padded batch gives the same verdicts as one prompt at a time (left padding is invisible).
