@@ -1,22 +1,33 @@
 """Stage `report`: the comparison of methods in `reports/` (tables, curves, one HTML page).
 
-Reads whatever the train and evaluate stages left under `data/` (SPEC 10 for the collapse events):
+What it reads and concludes is flows/report_collect.py (`collect`, `aggregate`, `headline`,
+`provenance`); this module draws it. Inputs, all under `data/`:
 
-- `data/eval/base/metrics.json` and every `data/eval/<method>/seed<S>/metrics.json`: one table
-  per benchmark (the prefix of `arith/pass@1`), a row per method or variant, each cell the mean ±
-  std over seeds (population std, as in the README) and the number of seeds;
-- `data/plots/<method>/seed<S>/{train,heldout}.json`: one chart per metric with every method's
-  curves overlaid (one line per seed), so any two methods can be compared on shared axes; the
-  legend's checkboxes hide methods;
-- `data/checkpoints/<method>/seed<S>/run.json` (`collapse_events`): a dashed vertical marker on
+- `data/eval/base/metrics.json` and every `data/eval/<method>/seed<S>/metrics.json`: the final
+  evaluations (mean ± population std over seeds, the number of seeds);
+- `data/plots/<method>/seed<S>/{train,heldout}.json`: the curves;
+- `data/checkpoints/<method>/seed<S>/run.json` (`collapse_events`, models/collapse.py): a dashed marker on
   every chart of that run at the event's step, labelled with its kind (the message in a tooltip).
+
+The page (`reports/index.html`) opens with the answer, then the evidence:
+
+1. header: preset, git commit, date, seeds; a "smoke test, not a result" banner when the preset
+   or the data is a smoke test of the pipeline (`report_collect.smoke_reasons`);
+2. result: per task, the methods trained on it ranked by the task's headline metric (mean ± std
+   over seeds, the difference to the base, every seed's value drawn), the best marked ★, the
+   methods within the seeds' spread of it marked ≈;
+3. held-out curves of each headline metric, every method of the task overlaid (mean over seeds,
+   min–max band);
+4. every benchmark's table, the collapse events;
+5. diagnostics: each method's training reward on its own axis (the rewards are on incompatible
+   scales: RLME's is a log-probability), the other training and held-out curves overlaid.
 
 Methods are discovered from those folders (any name, not only `params.methods`), so a variant run
 by hand shows up too. Nothing missing is fatal: a method with an evaluation but no curves gets a
 table row and no line, a run with curves but no evaluation gets lines, an unreadable file is
 named in the page's notes. Writes `reports/index.html` (self-contained: the charts are inline SVG,
-no script or font from a CDN, unlike `dvc plots show`), `reports/summary.md` and
-`reports/metrics.json`, and logs the folder to an MLflow run (tag `stage=report`).
+no script or font from a CDN), `reports/summary.md` and `reports/metrics.json`, and logs the
+folder to an MLflow run (tag `stage=report`).
 
 Why inline SVG rather than matplotlib PNGs: vector charts stay sharp, the collapse markers and
 points carry native tooltips (`<title>`), and the page needs no plotting library.
@@ -26,18 +37,40 @@ from __future__ import annotations
 
 import html
 import math
-import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
-import numpy as np
 from prefect import flow
 
 from core import paths
 from core.cli import parser, run_main
-from core.io import read_json, write_json
+from core.io import write_json
 from core.params import Params, load
+from flows.report_collect import (  # noqa: F401 - re-exported: the stage's reading half
+    OTHER,
+    SMOKE_MAX_STEPS,
+    SMOKE_MIN_TEST,
+    SMOKE_PRESETS,
+    TASK_HEADLINE,
+    Collected,
+    Provenance,
+    Row,
+    RunData,
+    TaskResult,
+    aggregate,
+    benchmark_of,
+    collect,
+    count_keys,
+    discover,
+    headline,
+    headline_metrics,
+    number,
+    provenance,
+    run_task,
+    smoke_reasons,
+)
 
 # Columns of the headline table printed by the CLI and at the top of summary.md.
 HEADLINE = ["arith/pass@1", "arith/greedy_accuracy", "arith/pass@k", "arith/mean_length",
@@ -45,139 +78,64 @@ HEADLINE = ["arith/pass@1", "arith/greedy_accuracy", "arith/pass@k", "arith/mean
 # Within a benchmark table these metrics come first, in this order; the rest alphabetically, `n` last.
 PREFERRED = ["pass@1", "greedy_accuracy", "pass@k", "accuracy", "outcome_acc", "cheat_rate",
              "coverage", "style_adherence"]
-# Train-curve columns charted first; every other numeric column follows (`reward_std` is noise).
-TRAIN_FIRST = ["reward", "entropy", "completion_length", "clipped_ratio"]
-TRAIN_SKIP = {"step", "reward_std"}
-# Metrics without a benchmark prefix (`eval_seconds`) are grouped under this name.
-OTHER = "other"
+# Train-curve columns charted first; every other numeric column follows (`reward_std` is noise;
+# `reward` has its own per-method charts: the methods' rewards are on incompatible scales).
+TRAIN_FIRST = ["entropy", "completion_length", "clipped_ratio"]
+TRAIN_SKIP = {"step", "reward_std", "reward"}
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf"]
-_SEED_DIR = re.compile(r"^seed(-?\d+)$")
+SMOKE_BANNER = "Smoke test, not a result"
 
 
-# ------------------------------------------------------------------------------ reading
+# ------------------------------------------------------------------------------ numbers
 
-@dataclass
-class RunData:
-    """Everything found for one (method, seed); `None`/empty where the file is missing."""
+def _fmt(value: float) -> str:
+    """Three significant decimals below 10, fewer above; integers from 10 up as integers.
 
-    metrics: dict | None = None
-    train: list[dict] = field(default_factory=list)
-    heldout: list[dict] = field(default_factory=list)
-    events: list[dict] = field(default_factory=list)
-
-
-@dataclass
-class Collected:
-    """`runs[method][seed]` (seed `None` for `base`), in display order, and notes on what was off."""
-
-    runs: dict[str, dict[int | None, RunData]]
-    notes: list[str]
-
-
-def _under(data_dir: Path, canonical: Path) -> Path:
-    """`canonical` (a `core.paths` location under the real `data/`) moved under `data_dir`.
-
-    The layout stays defined once, in `core.paths`; tests and `--data-dir` only move its root.
+    >>> [_fmt(v) for v in (0.8476, 57.76, 200.0, 1234.5, 0.0001)]
+    ['0.848', '57.76', '200', '1234.5', '1.00e-04']
     """
-    return Path(data_dir) / canonical.relative_to(paths.DATA)
+    if abs(value) >= 10 and float(value).is_integer():
+        return str(int(value))
+    if value != 0 and abs(value) < 1e-3:
+        return f"{value:.2e}"
+    return f"{value:.1f}" if abs(value) >= 100 else f"{value:.2f}" if abs(value) >= 10 else f"{value:.3f}"
 
 
-def _seed_dirs(folder: Path) -> Iterable[tuple[str, int]]:
-    if not folder.is_dir():
-        return
-    for method_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
-        for seed_dir in sorted(p for p in method_dir.iterdir() if p.is_dir()):
-            if m := _SEED_DIR.match(seed_dir.name):
-                yield method_dir.name, int(m.group(1))
+def _fmt_count(value: float) -> str:
+    """A count (or a mean of counts): an integer when whole, else one decimal.
 
-
-def discover(data_dir: Path, order: Sequence[str] = ()) -> list[tuple[str, int | None]]:
-    """Every (method, seed) with anything under eval/, plots/ or checkpoints/, and `base`.
-
-    Order: `base` first, then the methods of `order` (params.methods), then the rest by name;
-    seeds ascending.
+    >>> [_fmt_count(v) for v in (8.0, 200, 8.5, 0.0)]
+    ['8', '200', '8.5', '0']
     """
-    found: set[tuple[str, int | None]] = set()
-    for sub in ("eval", "plots", "checkpoints"):
-        found.update(_seed_dirs(Path(data_dir) / sub))
-    if (_under(data_dir, paths.eval_dir("base", None)) / "metrics.json").exists():
-        found.add(("base", None))
-    rank = {name: i for i, name in enumerate(["base", *order])}
-    return sorted(found, key=lambda ms: (rank.get(ms[0], len(rank)), ms[0],
-                                         -1 if ms[1] is None else ms[1]))
+    return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
 
 
-def _read(path: Path, expect: type, notes: list[str]):
-    """The JSON at `path` if it exists and has the expected shape, else None (noted if unreadable)."""
-    if not path.exists():
-        return None
-    try:
-        value = read_json(path)
-    except (OSError, ValueError) as e:
-        notes.append(f"{path}: unreadable ({type(e).__name__}: {e}); ignored")
-        return None
-    if not isinstance(value, expect):
-        notes.append(f"{path}: expected a JSON {expect.__name__}, got {type(value).__name__}; ignored")
-        return None
-    return value
+def _signed(value: float) -> str:
+    """The difference to a reference, always signed.
+
+    >>> _signed(0.505), _signed(-0.054), _signed(0.0)
+    ('+0.505', '−0.054', '±0.000')
+    """
+    text = _fmt(abs(value))
+    return ("+" if value > 0 else "−" if value < 0 else "±") + text
 
 
-def collect(data_dir: Path = paths.DATA, order: Sequence[str] = ()) -> Collected:
-    """Read every run's metrics, curves and collapse events; missing files are simply absent."""
-    notes: list[str] = []
-    runs: dict[str, dict[int | None, RunData]] = {}
-    for method, seed in discover(data_dir, order):
-        run = RunData()
-        run.metrics = _read(_under(data_dir, paths.eval_dir(method, seed)) / "metrics.json", dict, notes)
-        if seed is not None:
-            plots = _under(data_dir, paths.plots_dir(method, seed))
-            run.train = [r for r in _read(plots / "train.json", list, notes) or [] if isinstance(r, dict)]
-            run.heldout = [r for r in _read(plots / "heldout.json", list, notes) or []
-                           if isinstance(r, dict)]
-            summary = _read(_under(data_dir, paths.checkpoint_dir(method, seed)) / "run.json", dict, notes)
-            events = (summary or {}).get("collapse_events") or []
-            run.events = [e for e in events if isinstance(e, dict) and _number(e.get("step")) is not None]
-            where = paths.run_key(method, seed)
-            if run.metrics is None and not (run.train or run.heldout or summary):
-                notes.append(f"{where}: nothing to report yet (no evaluation, curves or run.json)")
-            if run.metrics is None and (run.train or run.heldout):
-                notes.append(f"{where}: curves but no evaluation (data/eval/{where}/metrics.json)")
-            if run.metrics is not None and not (run.train or run.heldout):
-                notes.append(f"{where}: evaluated but no curves (data/plots/{where}/)")
-        runs.setdefault(method, {})[seed] = run
-    return Collected(runs, notes)
+def cell(stat: dict | None, row_n: int, count: bool = False) -> str:
+    """`mean ± std` (std only with several seeds); `(n=k)` when fewer seeds than the row has.
 
-
-def _number(value) -> float | None:
-    """A finite float, or None for anything else (None, NaN, inf, strings, booleans)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
+    A count prints as an integer (`8`, not `8.000`).
+    """
+    if stat is None:
+        return "—"
+    fmt = _fmt_count if count else _fmt
+    # A spread of exactly 0 on a count (`n`, the same test set every seed) is not news.
+    spread = stat["n"] > 1 and not (stat["std"] == 0 and float(stat["mean"]).is_integer())
+    text = fmt(stat["mean"]) + (f" ± {fmt(stat['std'])}" if spread else "")
+    return text + (f" (n={stat['n']})" if stat["n"] < row_n else "")
 
 
 # ------------------------------------------------------------------------------ tables
-
-def aggregate(collected: Collected) -> dict[str, dict]:
-    """Per method and metric: mean, population std and the number of seeds with a finite value."""
-    agg: dict[str, dict] = {}
-    for method, seeds in collected.runs.items():
-        evaluated = [r.metrics for r in seeds.values() if r.metrics is not None]
-        if not evaluated:
-            continue
-        keys = sorted({k for m in evaluated for k in m})
-        agg[method] = {k: {"mean": float(np.mean(v)), "std": float(np.std(v)), "n": len(v)}
-                       for k in keys
-                       if (v := [x for m in evaluated if (x := _number(m.get(k))) is not None])}
-    return agg
-
-
-def benchmark_of(key: str) -> tuple[str, str]:
-    """`arith/pass@1` -> (`arith`, `pass@1`); a key without a prefix belongs to `other`."""
-    bench, sep, metric = key.partition("/")
-    return (bench, metric) if sep else (OTHER, key)
-
 
 def _metric_rank(metric: str) -> tuple:
     if metric in PREFERRED:
@@ -196,33 +154,17 @@ def benchmarks(agg: dict[str, dict]) -> dict[str, list[str]]:
     return {b: sorted(out[b], key=_metric_rank) for b in names}
 
 
-def _fmt(value: float) -> str:
-    if abs(value) >= 10 and float(value).is_integer():
-        return str(int(value))
-    if value != 0 and abs(value) < 1e-3:
-        return f"{value:.2e}"
-    return f"{value:.1f}" if abs(value) >= 100 else f"{value:.2f}" if abs(value) >= 10 else f"{value:.3f}"
-
-
-def cell(stat: dict | None, row_n: int) -> str:
-    """`mean ± std` (std only with several seeds); `(n=k)` when fewer seeds than the row has."""
-    if stat is None:
-        return "—"
-    # A spread of exactly 0 on a count (`n`, the same test set every seed) is not news.
-    spread = stat["n"] > 1 and not (stat["std"] == 0 and float(stat["mean"]).is_integer())
-    text = _fmt(stat["mean"]) + (f" ± {_fmt(stat['std'])}" if spread else "")
-    return text + (f" (n={stat['n']})" if stat["n"] < row_n else "")
-
-
-def benchmark_rows(agg: dict[str, dict], bench: str, metrics: list[str]) -> list[list[str]]:
+def benchmark_rows(agg: dict[str, dict], bench: str, metrics: list[str],
+                   counts: set[str] = frozenset()) -> list[list[str]]:
     """[method, seeds, cell...] for each method with at least one metric of `bench`."""
     rows = []
     for method, stats in agg.items():
-        keyed = [stats.get(m if bench == OTHER else f"{bench}/{m}") for m in metrics]
+        keys = [m if bench == OTHER else f"{bench}/{m}" for m in metrics]
+        keyed = [stats.get(k) for k in keys]
         if not any(keyed):
             continue
         row_n = max(s["n"] for s in keyed if s)
-        rows.append([method, str(row_n), *(cell(s, row_n) for s in keyed)])
+        rows.append([method, str(row_n), *(cell(s, row_n, k in counts) for k, s in zip(keys, keyed))])
     return rows
 
 
@@ -241,12 +183,16 @@ def table(agg: dict[str, dict]) -> str:
     return _markdown(["method", *cols], rows)
 
 
-def summary_markdown(agg: dict[str, dict], collected: Collected) -> str:
-    """summary.md: the headline table, one table per benchmark, the collapse events and notes."""
+def summary_markdown(agg: dict[str, dict], collected: Collected, smoke: Sequence[str] = ()) -> str:
+    """summary.md: the headline table, one table per benchmark, the collapse events and notes
+    (and, first, the smoke-test warning when there is one)."""
     parts = ["# Reward methods compared", "", table(agg)]
+    if smoke:
+        parts[1:1] = ["", f"> **{SMOKE_BANNER}**: {'; '.join(smoke)}."]
+    counts = count_keys(collected)
     for bench, metrics in benchmarks(agg).items():
         parts += ["", f"## {bench}", "", _markdown(["method", "seeds", *metrics],
-                                                   benchmark_rows(agg, bench, metrics))]
+                                                   benchmark_rows(agg, bench, metrics, counts))]
     events = _event_rows(collected)
     if events:
         parts += ["", "## Collapse events", "", _markdown(["method", "seed", "step", "kind", "message"],
@@ -256,23 +202,12 @@ def summary_markdown(agg: dict[str, dict], collected: Collected) -> str:
     return "\n".join(parts) + "\n"
 
 
-# The metrics a task is judged by, in the README's results table.
-TASK_HEADLINE = {"arith": ["arith/pass@1"], "facts": ["facts/coverage"],
-                 "pairs": ["pairs/outcome_acc", "pairs/rc"]}
 README_BEGIN = "<!-- results:begin (python -m flows.report --readme README.md) -->"
 README_END = "<!-- results:end -->"
 
 
-def run_task(data_dir: Path, method: str) -> str:
-    """The task a method trained on, from its resolved settings (flows/configure.py)."""
-    f = Path(data_dir) / "runs" / method / "train.json"
-    try:
-        return read_json(f)["grpo"]["task"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return "arith"
-
-
-def results_markdown(agg: dict[str, dict], collected: Collected, data_dir: Path) -> str:
+def results_markdown(agg: dict[str, dict], collected: Collected, data_dir: Path,
+                     params: Params | None = None) -> str:
     """The README's results table: each method's task headline, base vs trained (mean ± std over
     seeds, n seeds), the base's self-evaluation AUROC and the runs that collapsed."""
     base = agg.get("base", {})
@@ -280,8 +215,8 @@ def results_markdown(agg: dict[str, dict], collected: Collected, data_dir: Path)
     for method, stats in agg.items():
         if method == "base":
             continue
-        task = run_task(data_dir, method)
-        metrics = [m for m in TASK_HEADLINE.get(task, [f"{task}/pass@1"]) if m in stats]
+        task = run_task(data_dir, method, collected, params)
+        metrics = [m for m in headline_metrics(task) if m in stats]
         if not metrics:
             continue
         n = max(stats[m]["n"] for m in metrics)
@@ -310,10 +245,46 @@ def update_readme(readme: Path, text: str) -> None:
 
 
 def _event_rows(collected: Collected) -> list[list[str]]:
-    return [[method, str(seed), str(int(_number(e["step"]))), str(e.get("kind", "?")),
+    return [[method, str(seed), str(int(number(e["step"]))), str(e.get("kind", "?")),
              " ".join(str(e.get("message", "")).split())]
             for method, seeds in collected.runs.items() for seed, run in seeds.items()
             for e in run.events]
+
+
+def answer_lines(results: list[TaskResult]) -> list[str]:
+    """One plain sentence per task: who won, by how much over the base, what came next."""
+    return [line for res in results if (line := answer_line(res))]
+
+
+def answer_line(res: TaskResult) -> str | None:
+    """Who won the task, by how much over the base, what came next; None if nobody has its metric."""
+    m = res.metrics[0]
+    metric = m.split("/", 1)[1]
+    trained = [r for r in res.trained() if m in r.stats]
+    base = next((r.stats.get(m) for r in res.rows if r.base), None)
+    if not trained:
+        return None
+    best = next(r for r in trained if r.method == res.best[m])
+    vs = (f", {_signed(best.stats[m]['mean'] - base['mean'])} over the base ({_fmt(base['mean'])})"
+          if base else "")
+    seeds = max(r.stats[m]["n"] for r in trained)
+    size = f", {res.test_n} test items" if res.test_n else ""
+    head = (f"{res.task} ({metric}{size}, {len(trained)} method{'s' * (len(trained) > 1)} × {seeds} "
+            f"seed{'s' * (seeds > 1)}): ")
+    if len(trained) == 1:
+        text = f"only {best.method} trained on it: {cell(best.stats[m], 1)}{vs}"
+    else:
+        runner = next(r for r in trained if r is not best)
+        text = (f"best {best.method} {cell(best.stats[m], 1)}{vs}; next {runner.method} "
+                f"{cell(runner.stats[m], 1)}")
+        if res.ties.get(m):
+            text += f" ({', '.join(res.ties[m])} within the seeds' spread of the best)"
+    if base and best.stats[m]["mean"] <= base["mean"]:
+        text += "; no method beats the base"
+    collapsed = sorted({r.method for r in trained if r.collapsed})
+    if collapsed:
+        text += f"; collapse detected in {', '.join(collapsed)}"
+    return head + text + "."
 
 
 # ------------------------------------------------------------------------------ charts
@@ -325,19 +296,21 @@ class Series:
     points: list[tuple[float, float]]
 
 
-def chart_specs(collected: Collected) -> list[tuple[str, str, str]]:
-    """(source, key, title) of every chart: train columns, then held-out metrics."""
+def chart_specs(collected: Collected, skip_heldout: Sequence[str] = ()) -> list[tuple[str, str, str]]:
+    """(source, key, title) of the overlaid diagnostic charts: train columns (not the reward),
+    then held-out metrics other than `skip_heldout` (the headline curves, drawn first)."""
     train_keys, heldout_keys = set(), set()
     for seeds in collected.runs.values():
         for run in seeds.values():
             for row in run.train:
-                train_keys.update(k for k, v in row.items() if _number(v) is not None)
+                train_keys.update(k for k, v in row.items() if number(v) is not None)
             for row in run.heldout:
-                heldout_keys.update(k for k, v in row.items() if _number(v) is not None)
+                heldout_keys.update(k for k, v in row.items() if number(v) is not None)
     train = sorted(train_keys - TRAIN_SKIP,
                    key=lambda k: (TRAIN_FIRST.index(k) if k in TRAIN_FIRST else len(TRAIN_FIRST), k))
     # Held-out rows repeat the train means (`train/...`) and carry row counts (`.../n`): not curves.
-    held = [k for k in heldout_keys if k != "step" and not k.startswith("train/") and not k.endswith("/n")]
+    held = [k for k in heldout_keys if k != "step" and not k.startswith("train/") and not k.endswith("/n")
+            and k not in skip_heldout]
     held.sort(key=lambda k: (benchmark_of(k)[0], _metric_rank(benchmark_of(k)[1])))
     return ([("train", k, f"train: {k}") for k in train]
             + [("heldout", k, f"held-out: {k}") for k in held])
@@ -349,7 +322,7 @@ def series_for(collected: Collected, source: str, key: str) -> list[Series]:
         for seed, run in seeds.items():
             rows = run.train if source == "train" else run.heldout
             pts = [(x, y) for r in rows
-                   if (x := _number(r.get("step"))) is not None and (y := _number(r.get(key))) is not None]
+                   if (x := number(r.get("step"))) is not None and (y := number(r.get(key))) is not None]
             if pts:
                 out.append(Series(method, seed, sorted(pts)))
     return out
@@ -364,6 +337,19 @@ def _ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     return [round(first + i * step, 10) for i in range(int((hi - first) / step + 1e-9) + 1)]
 
 
+def _tick_labels(ticks: list[float]) -> list[str]:
+    """Labels with as many decimals as the tick step needs (0.25 -> 2, 5 -> 0).
+
+    >>> _tick_labels([0.0, 0.25, 0.5]), _tick_labels([0, 5, 10]), _tick_labels([-2.5, -2.0])
+    (['0.00', '0.25', '0.50'], ['0', '5', '10'], ['-2.5', '-2.0'])
+    """
+    if len(ticks) < 2:
+        return [f"{t:g}" for t in ticks]
+    step = abs(ticks[1] - ticks[0])
+    decimals = next((d for d in range(7) if abs(round(step, d) - step) < 1e-9 * max(1.0, step)), 6)
+    return [f"{t:.{decimals}f}" for t in ticks]
+
+
 def _span(values: list[float]) -> tuple[float, float]:
     lo, hi = min(values), max(values)
     if hi - lo < 1e-12:
@@ -373,16 +359,13 @@ def _span(values: list[float]) -> tuple[float, float]:
     return lo - pad, hi + pad
 
 
-def svg_chart(title: str, series: list[Series], events: list[tuple[str, int, dict]],
-              colors: dict[str, int], width: int = 520, height: int = 280) -> str:
-    """One line chart: a polyline per (method, seed), dashed verticals at collapse events.
+def _color(colors: dict[str, int], method: str) -> str:
+    return PALETTE[colors[method] % len(PALETTE)]
 
-    Every mark has class `m<i>` (the method's index in `colors`) so the legend can hide a
-    method; points and event markers carry `<title>` tooltips.
-    """
+
+def _frame(title: str, xs: list[float], ys: list[float], width: int, height: int):
+    """The SVG head, frame, grid and axes of a chart; returns (parts, px, py, top, plot height)."""
     left, right, top, bottom = 58, 14, 26, 36
-    xs = [p[0] for s in series for p in s.points] + [float(e["step"]) for _, _, e in events]
-    ys = [p[1] for s in series for p in s.points]
     x0, x1 = _span(xs)
     y0, y1 = _span(ys)
     pw, ph = width - left - right, height - top - bottom
@@ -398,24 +381,47 @@ def svg_chart(title: str, series: list[Series], events: list[tuple[str, int, dic
             f'viewBox="0 0 {width} {height}" role="img" aria-label="{esc(title)}">'),
            f'<text x="{left}" y="16" class="title">{esc(title)}</text>',
            f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" class="frame"/>']
-    for t in _ticks(y0, y1):
+    yt = _ticks(y0, y1)
+    for t, label in zip(yt, _tick_labels(yt)):
         out.append(f'<line x1="{left}" x2="{left + pw}" y1="{py(t):.1f}" y2="{py(t):.1f}" class="grid"/>'
-                   f'<text x="{left - 4}" y="{py(t) + 4:.1f}" class="tick" text-anchor="end">{_fmt(t)}</text>')
-    for t in _ticks(x0, x1):
+                   f'<text x="{left - 4}" y="{py(t) + 4:.1f}" class="tick" text-anchor="end">{label}</text>')
+    xt = _ticks(x0, x1)
+    for t, label in zip(xt, _tick_labels(xt)):
         out.append(f'<text x="{px(t):.1f}" y="{top + ph + 14}" class="tick" '
-                   f'text-anchor="middle">{t:g}</text>')
+                   f'text-anchor="middle">{label}</text>')
     out.append(f'<text x="{left + pw / 2}" y="{height - 4}" class="axis" text-anchor="middle">GRPO step</text>')
+    return out, px, py, top, ph
+
+
+def _event_marks(events: list[tuple[str, int, dict]], colors: dict[str, int], px, top: float,
+                 ph: float) -> list[str]:
+    esc, out = html.escape, []
     for i, (method, seed, e) in enumerate(events):
-        x, kind = px(float(e["step"])), str(e.get("kind", "collapse"))
+        x, kind, color = px(float(e["step"])), str(e.get("kind", "collapse")), _color(colors, method)
         label_y = top + 10 + 12 * (i % 3)  # staggered: events at nearby steps stay readable
         tip = f"{method} seed {seed}: {kind} collapse at step {int(e['step'])}. {e.get('message', '')}"
         out.append(f'<g class="m{colors[method]} event"><title>{esc(tip.strip())}</title>'
                    f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{top + ph}" '
-                   f'stroke="{PALETTE[colors[method] % len(PALETTE)]}" stroke-dasharray="5,3"/>'
+                   f'stroke="{color}" stroke-dasharray="5,3"/>'
                    f'<text x="{x + 3:.1f}" y="{label_y}" class="event-label" '
-                   f'fill="{PALETTE[colors[method] % len(PALETTE)]}">{esc(kind)}</text></g>')
+                   f'fill="{color}">{esc(kind)}</text></g>')
+    return out
+
+
+def svg_chart(title: str, series: list[Series], events: list[tuple[str, int, dict]],
+              colors: dict[str, int], width: int = 520, height: int = 280) -> str:
+    """One line chart: a polyline per (method, seed), dashed verticals at collapse events.
+
+    Every mark has class `m<i>` (the method's index in `colors`) so the legend can hide a
+    method; points and event markers carry `<title>` tooltips.
+    """
+    xs = [p[0] for s in series for p in s.points] + [float(e["step"]) for _, _, e in events]
+    ys = [p[1] for s in series for p in s.points]
+    out, px, py, top, ph = _frame(title, xs, ys, width, height)
+    out += _event_marks(events, colors, px, top, ph)
+    esc = html.escape
     for s in series:
-        color = PALETTE[colors[s.method] % len(PALETTE)]
+        color = _color(colors, s.method)
         first_seed = min(r.seed for r in series if r.method == s.method)
         opacity = 1.0 if s.seed == first_seed else 0.55
         coords = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in s.points)
@@ -431,33 +437,109 @@ def svg_chart(title: str, series: list[Series], events: list[tuple[str, int, dic
     return "".join(out)
 
 
-def charts(collected: Collected, colors: dict[str, int]) -> list[str]:
-    """Every chart of `chart_specs`, each with every method's curves and collapse markers."""
-    events = [(m, s, e) for m, seeds in collected.runs.items() for s, r in seeds.items()
-              for e in r.events]
+def svg_mean_chart(title: str, series: list[Series], events: list[tuple[str, int, dict]],
+                   colors: dict[str, int], width: int = 580, height: int = 310) -> str:
+    """Every method's mean over seeds (a line) and min–max over seeds (a band), per step."""
+    per_method: dict[str, dict[float, list[float]]] = {}
+    for s in series:
+        for x, y in s.points:
+            per_method.setdefault(s.method, {}).setdefault(x, []).append(y)
+    xs = [x for steps in per_method.values() for x in steps] + [float(e["step"]) for _, _, e in events]
+    ys = [y for steps in per_method.values() for vals in steps.values() for y in vals]
+    out, px, py, top, ph = _frame(title, xs, ys, width, height)
+    out += _event_marks(events, colors, px, top, ph)
+    esc = html.escape
+    for method, steps in per_method.items():
+        color, cls = _color(colors, method), f"m{colors[method]}"
+        pts = sorted(steps.items())
+        n = max(len(v) for _, v in pts)
+        out.append(f'<g class="{cls} mean"><title>{esc(method)}: mean of {n} seed{"s" * (n > 1)}</title>')
+        if n > 1:
+            upper = [f"{px(x):.1f},{py(max(v)):.1f}" for x, v in pts]
+            lower = [f"{px(x):.1f},{py(min(v)):.1f}" for x, v in reversed(pts)]
+            out.append(f'<polygon points="{" ".join(upper + lower)}" fill="{color}" '
+                       f'fill-opacity="0.15" stroke="none"/>')
+        coords = " ".join(f"{px(x):.1f},{py(sum(v) / len(v)):.1f}" for x, v in pts)
+        out.append(f'<polyline points="{coords}" fill="none" stroke="{color}" stroke-width="2.2"/>')
+        for x, v in pts:
+            mean = sum(v) / len(v)
+            spread = f" (seeds {min(v):.3g}–{max(v):.3g})" if len(v) > 1 else ""
+            out.append(f'<circle cx="{px(x):.1f}" cy="{py(mean):.1f}" r="3" fill="{color}">'
+                       f'<title>{esc(method)}, step {x:g}: mean {mean:.4g}{spread}</title></circle>')
+        out.append("</g>")
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _events(collected: Collected, methods: set[str]) -> list[tuple[str, int, dict]]:
+    return [(m, s, e) for m, seeds in collected.runs.items() if m in methods
+            for s, r in seeds.items() for e in r.events]
+
+
+def headline_charts(collected: Collected, results: list[TaskResult], colors: dict[str, int]) -> list[str]:
+    """Per task and headline metric: the held-out curve of every method trained on the task."""
     out = []
-    for source, key, title in chart_specs(collected):
+    for res in results:
+        methods = {r.method for r in res.trained()}
+        for metric in res.metrics:
+            series = [s for s in series_for(collected, "heldout", metric) if s.method in methods]
+            if series:
+                shown = {s.method for s in series}
+                out.append(svg_mean_chart(f"held-out {metric} ({res.task})", series,
+                                          _events(collected, shown), colors))
+    return out
+
+
+def reward_charts(collected: Collected, colors: dict[str, int]) -> list[str]:
+    """Small multiples: each method's training reward on its own y axis (one line per seed)."""
+    out = []
+    for method in collected.runs:
+        series = [s for s in series_for(collected, "train", "reward") if s.method == method]
+        if series:
+            out.append(svg_chart(f"{method}: train reward", series, _events(collected, {method}),
+                                 colors, width=330, height=210))
+    return out
+
+
+def charts(collected: Collected, colors: dict[str, int], skip_heldout: Sequence[str] = ()) -> list[str]:
+    """Every chart of `chart_specs`, each with every method's curves and collapse markers."""
+    out = []
+    for source, key, title in chart_specs(collected, skip_heldout):
         series = series_for(collected, source, key)
-        shown = {s.method for s in series}
-        out.append(svg_chart(title, series, [e for e in events if e[0] in shown], colors))
+        out.append(svg_chart(title, series, _events(collected, {s.method for s in series}), colors))
     return out
 
 
 # ------------------------------------------------------------------------------ page
 
 _CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em;color:#222;background:#fff}
-table{border-collapse:collapse;margin:.5em 0 1.5em}
-td,th{border:1px solid #bbb;padding:4px 10px;text-align:right;font-variant-numeric:tabular-nums}
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.2em 2em;color:#222;background:#fff}
+h1{margin:.2em 0 .1em;font-size:1.6em} h2{margin:1.2em 0 .4em;border-bottom:1px solid #ddd}
+h3{margin:.9em 0 .3em}
+.provenance{color:#444;margin:.2em 0 .6em} .provenance span{margin-right:1.4em;white-space:nowrap}
+.provenance code{background:#f3f3f3;padding:0 .3em}
+.smoke{background:#fff1cc;border:2px solid #d98b00;color:#6b3e00;padding:.6em 1em;margin:.6em 0;
+ font-size:1.05em} .smoke strong{font-size:1.25em;text-transform:uppercase;margin-right:.6em}
+nav a{margin-right:1.2em}
+.answer{margin:.3em 0 .8em;padding-left:1.2em} .answer li{margin:.2em 0}
+table{border-collapse:collapse;margin:.4em 0 1.2em}
+td,th{border:1px solid #bbb;padding:3px 9px;text-align:right;font-variant-numeric:tabular-nums}
 th{background:#f0f0f0} td:first-child,th:first-child,table.text td,table.text th{text-align:left}
+table.headline tr.best td{background:#eef7ee;font-weight:600}
+table.headline tr.base td{color:#555;font-style:italic;background:#fafafa}
+table.headline td.spread{font-size:.9em;color:#333} table.headline td,table.headline th{white-space:nowrap}
+table.headline svg{vertical-align:middle;margin-right:5px} table.headline td{padding:3px 7px}
+.mark{color:#1a7f37} .tie{color:#555}
+.tasks{display:flex;flex-wrap:wrap;gap:0 28px;align-items:flex-start}
 .charts{display:flex;flex-wrap:wrap;gap:12px}
 svg.chart{border:1px solid #ddd;background:#fff}
 svg .title{font-size:13px;font-weight:600} svg .tick{font-size:10px;fill:#555}
 svg .axis{font-size:11px;fill:#333} svg .frame{fill:none;stroke:#999}
 svg .grid{stroke:#e4e4e4} svg .event-label{font-size:10px}
+.legend{position:sticky;top:0;background:#fff;padding:.4em 0;z-index:1;border-bottom:1px solid #eee}
 .legend label{margin-right:1.2em;cursor:pointer;white-space:nowrap}
 .swatch{display:inline-block;width:14px;height:4px;margin:0 4px 3px 2px;vertical-align:middle}
-.notes{color:#8a4b00}
+.notes{color:#8a4b00} .muted{color:#666}
 """
 
 # Unticking a method in the legend hides its lines and markers in every chart (compare any two).
@@ -479,41 +561,209 @@ def html_table(header: list[str], rows: list[list[str]], css: str = "numbers") -
     return f"<table class='{css}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def html_page(agg: dict[str, dict], collected: Collected) -> str:
-    """The whole report as one self-contained HTML document."""
+def provenance_html(prov: Provenance) -> str:
+    """The header line (preset, commit, date, seeds) and the smoke-test banner if there is one."""
     esc = html.escape
-    colors = {m: i for i, m in enumerate(collected.runs)}
+    seeds = ", ".join(map(str, prov.seeds)) or "none found"
+    planned = ""
+    if prov.planned_seeds is not None and sorted(prov.planned_seeds) != prov.seeds:
+        planned = f" (params.seeds: {', '.join(map(str, prov.planned_seeds))})"
+    preset = prov.preset or ("default" if prov.planned_seeds is not None else "unknown")
+    items = [f"preset <b>{esc(preset)}</b>",
+             f"commit <code>{esc(prov.commit)}</code>" + (" + uncommitted changes" if prov.dirty else ""),
+             f"built {esc(prov.date)}", f"seeds {esc(seeds)}{esc(planned)}",
+             f"{prov.methods} method{'s' * (prov.methods != 1)}"]
+    info = prov.base_model or {}
+    if number(info.get("parameters")) is not None:
+        items.append(f"base model {number(info['parameters']) / 1e6:.2f} M parameters"
+                     + (f", {int(info['sft_steps'])} SFT steps" if number(info.get("sft_steps")) else ""))
+    out = [f"<p class='provenance' id='provenance' data-preset='{esc(preset)}' "
+           f"data-commit='{esc(prov.commit)}' data-date='{esc(prov.date)}'>"
+           + " ".join(f"<span>{i}</span>" for i in items) + "</p>"]
+    if prov.smoke:
+        out.append(f"<div class='smoke' id='smoke' role='alert'><strong>{SMOKE_BANNER}</strong>"
+                   f"{esc('; '.join(prov.smoke))}. These numbers check that the pipeline runs; "
+                   f"they say nothing about the methods.</div>")
+    return "\n".join(out)
+
+
+def _strip(values: list[tuple[int | None, float]], mean: float, base: float | None, lo: float,
+           hi: float, color: str) -> str:
+    """A 90×16 strip: one dot per seed, a tick at the mean, the base dashed (shared scale)."""
+    w, h, pad = 90, 16, 5
+
+    def x(v: float) -> float:
+        return pad + (v - lo) / (hi - lo) * (w - 2 * pad) if hi > lo else w / 2
+
+    out = [f'<svg width="{w}" height="{h}" viewBox="0 0 {w} {h}" aria-hidden="true">',
+           f'<line x1="{pad}" x2="{w - pad}" y1="{h / 2}" y2="{h / 2}" stroke="#ddd"/>']
+    if base is not None:
+        out.append(f'<line x1="{x(base):.1f}" x2="{x(base):.1f}" y1="1" y2="{h - 1}" stroke="#888" '
+                   f'stroke-dasharray="2,2"/>')
+    out += [f'<circle cx="{x(v):.1f}" cy="{h / 2}" r="3.2" fill="{color}" fill-opacity="0.75"/>'
+            for _, v in values]
+    if len(values) > 1:
+        out.append(f'<line x1="{x(mean):.1f}" x2="{x(mean):.1f}" y1="2" y2="{h - 2}" stroke="#000" '
+                   f'stroke-width="1.5"/>')
+    return "".join(out) + "</svg>"
+
+
+def headline_html(res: TaskResult, colors: dict[str, int]) -> str:
+    """A task's headline table: rank, mean ± std, vs base, every seed drawn, seeds, collapses."""
+    esc = html.escape
+    base = next((r for r in res.rows if r.base), None)
+    header = ["method"]
+    for m in res.metrics:
+        name = m.split("/", 1)[1]
+        header += [f"{name} (mean ± std)" if len(res.metrics) == 1 else name, "vs base",
+                   f"{name} per seed"]
+    header += ["seeds", "collapse"]
+    scales = {}
+    for m in res.metrics:
+        vals = [v for r in res.rows for _, v in r.seeds.get(m, [])]
+        scales[m] = (min(vals), max(vals)) if vals else (0.0, 1.0)
+    body = []
+    for r in res.rows:
+        cls = "base" if r.base else "best" if res.best.get(res.metrics[0]) == r.method else ""
+        color = _color(colors, r.method) if r.method in colors and not r.base else "#888"
+        cells = [f"<td><span class='swatch' style='background:{color}'></span>{esc(r.method)}</td>"]
+        n = max((s["n"] for s in r.stats.values()), default=0)
+        for m in res.metrics:
+            st = r.stats.get(m)
+            if st is None:
+                cells += ["<td>—</td>", "<td></td>", "<td></td>"]
+                continue
+            mark = ""
+            if res.best.get(m) == r.method:
+                mark = "<span class='mark' title='best mean of the methods trained on this task'>★ </span>"
+            elif r.method in res.ties.get(m, []):
+                mark = ("<span class='tie' title=\"within the seeds' spread of the best: the means "
+                        "differ by less than the sum of the two standard deviations\">≈ </span>")
+            cells.append(f"<td>{mark}{esc(cell(st, n))}</td>")
+            b = base.stats.get(m) if base is not None else None
+            cells.append(f"<td>{_signed(st['mean'] - b['mean']) if b and not r.base else '—'}</td>")
+            seeds = sorted(r.seeds.get(m, []), key=lambda sv: -1 if sv[0] is None else sv[0])
+            tip = " · ".join(f"{'base' if s is None else f'seed {s}'}: {v:.4g}" for s, v in seeds)
+            vals = [v for _, v in seeds]
+            text = (f"{_fmt(min(vals))}–{_fmt(max(vals))}" if len(vals) > 1
+                    else _fmt(vals[0]) if vals else "")
+            strip = _strip(seeds, st["mean"], b["mean"] if b else None, *scales[m], color) if vals else ""
+            cells.append(f"<td class='spread' title='{esc(tip)}'>{strip}{esc(text)}</td>")
+        events = "; ".join(f"seed {s}: {esc(str(e.get('kind', '?')))} @ {int(e['step'])}"
+                           for s, e in r.collapsed)
+        cells += [f"<td>{n}</td>", f"<td>{'' if r.base else events or 'none'}</td>"]
+        body.append(f"<tr class='{cls}' data-method='{esc(r.method)}'>" + "".join(cells) + "</tr>")
+    head = "".join(f"<th>{esc(h)}</th>" for h in header)
+    return (f"<table class='headline' id='headline-{esc(res.task)}'><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table>")
+
+
+def _answer_html(line: str, res: TaskResult) -> str:
+    """An answer line with the task and the best method in bold."""
+    text = html.escape(line)
+    task = html.escape(res.task)
+    if text.startswith(task):
+        text = f"<b>{task}</b>{text[len(task):]}"
+    best = html.escape(res.best.get(res.metrics[0], ""))
+    for lead in ("best ", "only "):
+        if best and f"{lead}{best} " in text:
+            return text.replace(f"{lead}{best} ", f"{lead}<b>{best}</b> ", 1)
+    return text
+
+
+def _legend(collected: Collected, colors: dict[str, int]) -> str:
+    with_curves = [m for m, seeds in collected.runs.items()
+                   if any(r.train or r.heldout for r in seeds.values())]
+    return "<p class='legend'>" + "".join(
+        f"<label><input type='checkbox' checked data-cls='m{colors[m]}'>"
+        f"<span class='swatch' style='background:{_color(colors, m)}'></span>"
+        f"{html.escape(m)}</label>" for m in with_curves) + "</p>"
+
+
+def html_page(agg: dict[str, dict], collected: Collected, results: list[TaskResult] | None = None,
+              prov: Provenance | None = None) -> str:
+    """The whole report as one self-contained HTML document: the answer first, then the evidence."""
+    esc = html.escape
+    results = results if results is not None else headline(collected, agg, paths.DATA)
+    # The base has no curves: the trained methods take the palette's colours in study order.
+    colors = {m: i for i, m in enumerate(m for m in collected.runs if m != "base")}
+    smoke = prov is not None and prov.smoke
     parts = ["<!doctype html><html lang='en'><head><meta charset='utf-8'>",
-             "<title>Reward methods compared</title>", f"<style>{_CSS}</style></head><body>",
-             "<h1>Reward methods compared</h1>"]
+             f"<title>{'[smoke test] ' if smoke else ''}Reward methods compared</title>",
+             f"<style>{_CSS}</style></head><body>",
+             "<header><h1>Reward methods compared</h1>"]
+    if prov is not None:
+        parts.append(provenance_html(prov))
+    parts.append("<nav><a href='#result'>Result</a><a href='#curves'>Held-out curves</a>"
+                 "<a href='#benchmarks'>All benchmarks</a><a href='#collapse'>Collapse events</a>"
+                 "<a href='#diagnostics'>Diagnostics</a></nav></header>")
     if collected.notes:
-        parts.append("<ul class='notes'>" + "".join(f"<li>{esc(n)}</li>" for n in collected.notes)
-                     + "</ul>")
-    parts.append("<h2>Held-out benchmarks</h2>")
-    tables = benchmarks(agg)
-    if not tables:
+        parts.append(f"<details class='notes'><summary>{len(collected.notes)} note"
+                     f"{'s' * (len(collected.notes) > 1)} on missing or unreadable files</summary><ul>"
+                     + "".join(f"<li>{esc(n)}</li>" for n in collected.notes) + "</ul></details>")
+
+    parts.append("<section id='result'><h2>Result: which method won</h2>")
+    if results:
+        parts.append("<ul class='answer'>" + "".join(f"<li>{_answer_html(line, r)}</li>" for r in results
+                                                     if (line := answer_line(r))) + "</ul>")
+        parts.append("<p class='muted'>Per task, the methods trained on it ranked by the task's "
+                     "headline metric on its test set (mean ± population std over seeds); ★ the "
+                     "best mean, ≈ within the seeds' spread of it; per seed: each dot one seed, the "
+                     "black tick the mean, the dashed line the base.</p><div class='tasks'>")
+        for res in results:
+            names = " / ".join(m.split("/", 1)[1] for m in res.metrics)
+            parts.append(f"<div><h3 id='task-{esc(res.task)}'>{esc(res.task)}: {esc(names)}</h3>"
+                         + headline_html(res, colors) + "</div>")
+        parts.append("</div>")
+    else:
         parts.append("<p>No evaluations found (data/eval/ is empty).</p>")
-    for bench, metrics in tables.items():
-        parts.append(f"<h3 id='bench-{esc(bench)}'>{esc(bench)}</h3>")
-        parts.append(html_table(["method", "seeds", *metrics], benchmark_rows(agg, bench, metrics)))
-    events = _event_rows(collected)
-    parts.append("<h2>Collapse events</h2>")
-    parts.append(html_table(["method", "seed", "step", "kind", "message"], events, css="text") if events
-                 else "<p>None detected.</p>")
-    parts.append("<h2>Curves</h2>")
-    drawn = charts(collected, colors)
-    if drawn:
-        with_curves = [m for m, seeds in collected.runs.items()
-                       if any(r.train or r.heldout for r in seeds.values())]
-        parts.append("<p class='legend'>" + "".join(
-            f"<label><input type='checkbox' checked data-cls='m{colors[m]}'>"
-            f"<span class='swatch' style='background:{PALETTE[colors[m] % len(PALETTE)]}'></span>"
-            f"{esc(m)}</label>" for m in with_curves) + "</p>")
-        parts.append("<p>One line per seed (the first seed solid); dashed verticals mark collapse "
-                     "events (hover for the message). Untick a method to hide it.</p>")
-        parts.append("<div class='charts'>" + "".join(drawn) + "</div>")
+    parts.append("</section>")
+
+    headline_keys = [m for res in results for m in res.metrics]
+    has_curves = any(r.train or r.heldout for seeds in collected.runs.values() for r in seeds.values())
+    parts.append("<section id='curves'><h2>Held-out curves</h2>")
+    if has_curves:
+        parts.append(_legend(collected, colors))
+        parts.append("<p class='muted'>The headline metric on the held-out set sampled during "
+                     "training, every method of the task overlaid: the line is the mean over seeds, "
+                     "the band min–max over seeds; step 0 is the base. Dashed verticals mark collapse "
+                     "events (hover for the message). Untick a method to hide it everywhere.</p>")
+        parts.append("<div class='charts'>" + "".join(headline_charts(collected, results, colors))
+                     + "</div>")
     else:
         parts.append("<p>No training curves found (data/plots/ is empty).</p>")
+    parts.append("</section>")
+
+    parts.append("<section id='benchmarks'><h2>All benchmarks</h2><p class='muted'>The final "
+                 "evaluation of every method on every benchmark (mean ± std over seeds; a method "
+                 "trained on one task is scored on the others too).</p>")
+    counts = count_keys(collected)
+    for bench, metrics in benchmarks(agg).items():
+        parts.append(f"<h3 id='bench-{esc(bench)}'>{esc(bench)}</h3>")
+        parts.append(html_table(["method", "seeds", *metrics], benchmark_rows(agg, bench, metrics, counts)))
+    if not agg:
+        parts.append("<p>No evaluations found (data/eval/ is empty).</p>")
+    parts.append("</section>")
+    events = _event_rows(collected)
+    parts.append("<section id='collapse'><h2>Collapse events</h2>")
+    parts.append(html_table(["method", "seed", "step", "kind", "message"], events, css="text") if events
+                 else "<p>None detected.</p>")
+    parts.append("</section>")
+
+    parts.append("<section id='diagnostics'><h2>Diagnostics</h2>")
+    if has_curves:
+        rewards = reward_charts(collected, colors)
+        if rewards:
+            parts.append("<h3>Training reward, per method</h3><p class='muted'>Each method on its own "
+                         "y axis: the rewards are on incompatible scales (RLME's is a log-probability, "
+                         "RLVR's 0 or 1), so they are never overlaid. One line per seed.</p>")
+            parts.append("<div class='charts'>" + "".join(rewards) + "</div>")
+        parts.append("<h3>Training and held-out curves</h3><p class='muted'>One line per seed (the first "
+                     "seed solid).</p>")
+        parts.append("<div class='charts'>" + "".join(charts(collected, colors, headline_keys)) + "</div>")
+    else:
+        parts.append("<p>No training curves found (data/plots/ is empty).</p>")
+    parts.append("</section>")
     parts.append(f"<script>{_SCRIPT}</script></body></html>")
     return "\n".join(parts)
 
@@ -550,25 +800,35 @@ def figure(collected: Collected, chart: str, methods: Sequence[str]) -> str:
     return head + ">" + style + rest.removesuffix("</svg>") + legend + "</svg>"
 
 
-def build(out_dir: Path = paths.REPORTS, data_dir: Path = paths.DATA,
-          order: Sequence[str] = ()) -> dict[str, dict]:
-    """Write index.html, summary.md and metrics.json into `out_dir`; returns the aggregate."""
+def build(out_dir: Path = paths.REPORTS, data_dir: Path = paths.DATA, order: Sequence[str] = (),
+          params: Params | None = None, now: datetime | None = None) -> dict[str, dict]:
+    """Write index.html, summary.md and metrics.json into `out_dir`; returns the aggregate.
+
+    `params` (the stage's) gives the header its preset and planned seeds and the smoke-test check
+    its preset; without them the header says the preset is unknown and only the data is checked.
+    """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     collected = collect(Path(data_dir), order)
     agg = aggregate(collected)
-    (out_dir / "summary.md").write_text(summary_markdown(agg, collected), encoding="utf-8")
+    results = headline(collected, agg, Path(data_dir), params)
+    prov = provenance(params, collected, Path(data_dir), now)
+    (out_dir / "summary.md").write_text(summary_markdown(agg, collected, prov.smoke), encoding="utf-8")
     write_json(out_dir / "metrics.json", agg)
-    (out_dir / "index.html").write_text(html_page(agg, collected), encoding="utf-8")
+    (out_dir / "index.html").write_text(html_page(agg, collected, results, prov), encoding="utf-8")
     for note in collected.notes:
         print(f"report: {note}")
+    for line in answer_lines(results):
+        print(f"report: {line}")
+    if prov.smoke:
+        print(f"report: {SMOKE_BANNER.upper()}: {'; '.join(prov.smoke)}")
     return agg
 
 
 def report(params: Params, out_dir: Path = paths.REPORTS, data_dir: Path = paths.DATA,
            track: bool = True) -> dict[str, dict]:
     """Build the report and log `out_dir` to an MLflow run tagged `stage=report`."""
-    agg = build(out_dir, data_dir, params.methods)
+    agg = build(out_dir, data_dir, params.methods, params)
     if track:
         from tasks import tracking
 
@@ -597,8 +857,9 @@ def main() -> None:
                    "file (README.md) from the metrics under --data-dir instead")
     args = p.parse_args()
     if args.readme:
-        collected = collect(args.data_dir, load(args.params, preset=args.preset).methods)
-        update_readme(args.readme, results_markdown(aggregate(collected), collected, args.data_dir))
+        params = load(args.params, preset=args.preset)
+        collected = collect(args.data_dir, params.methods)
+        update_readme(args.readme, results_markdown(aggregate(collected), collected, args.data_dir, params))
         print(f"updated the results section of {args.readme}")
         return
     if args.figure:

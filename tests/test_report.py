@@ -3,27 +3,32 @@ mean ± std over seeds, overlaid curves with collapse markers, and no crash on m
 
 from __future__ import annotations
 
+import configparser
 import json
 import math
 import re
+import subprocess
+from datetime import datetime, timezone
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+import yaml
 
+from core.params import PARAMS_FILE, ROOT, load, validate
 from flows import report as rep
 
 # method -> seed -> metrics.json (None: no evaluation for that run)
 METRICS = {
-    "rlvr": {0: {"arith/pass@1": 0.4, "arith/pass@k": 0.6, "arith/n": 20, "arith_cf/cheat_rate": 0.05,
+    "rlvr": {0: {"arith/pass@1": 0.4, "arith/pass@k": 0.6, "arith/n": 200, "arith_cf/cheat_rate": 0.05,
                  "eval_seconds": 3.0},
-             1: {"arith/pass@1": 0.6, "arith/pass@k": 0.8, "arith/n": 20, "arith_cf/cheat_rate": 0.03,
+             1: {"arith/pass@1": 0.6, "arith/pass@k": 0.8, "arith/n": 200, "arith_cf/cheat_rate": 0.03,
                  "eval_seconds": 4.0}},
-    "random": {0: {"arith/pass@1": 0.1, "arith/pass@k": 0.2, "arith/n": 20, "arith_cf/cheat_rate": 0.04}},
-    "rlvrr_direct": {0: {"facts/coverage": 0.7, "facts/style_adherence": 0.5, "facts/n": 10}},
+    "random": {0: {"arith/pass@1": 0.1, "arith/pass@k": 0.2, "arith/n": 200, "arith_cf/cheat_rate": 0.04}},
+    "rlvrr_direct": {0: {"facts/coverage": 0.7, "facts/style_adherence": 0.5, "facts/n": 100}},
     "rlme_long": {0: {"arith/pass@1": 0.3, "pairs/outcome_acc": 0.55}},
 }
-BASE = {"arith/pass@1": 0.2, "arith/pass@k": 0.5, "arith/n": 20, "arith_cf/cheat_rate": 0.04,
+BASE = {"arith/pass@1": 0.2, "arith/pass@k": 0.5, "arith/n": 200, "arith_cf/cheat_rate": 0.04,
         "facts/coverage": 0.3, "pairs/outcome_acc": 0.5}
 EVENTS = {("rlme_long", 0): [{"kind": "reward_hacking", "step": 20,
                               "message": "held-out fell 0.15 below its best while reward held"}],
@@ -118,7 +123,7 @@ def test_one_table_per_benchmark_with_a_row_per_method(built) -> None:
     assert list(arith) == ["base", "rlvr", "random", "rlme_long"]  # base, params order, then by name
     assert arith["rlvr"]["seeds"] == "2" and arith["rlvr"]["pass@1"] == "0.500 ± 0.100"
     assert arith["random"]["pass@1"] == "0.100" and arith["base"]["seeds"] == "1"
-    assert arith["rlvr"]["n"] == "20"  # a count identical over seeds shows no spread
+    assert arith["rlvr"]["n"] == "200"  # a count identical over seeds shows no spread
     assert arith["rlme_long"]["pass@k"] == "—"  # a metric that run lacks
     assert list(tables["arith"][0][:4]) == ["method", "seeds", "pass@1", "pass@k"]
     assert list(as_dicts(tables["facts"])) == ["base", "rlvrr_direct"]
@@ -136,19 +141,32 @@ def test_summary_markdown_keeps_the_headline_table(built) -> None:
     assert "## Collapse events" in summary and "reward_hacking" in summary
 
 
+def chart_titles(page: str) -> tuple[list[str], list[str]]:
+    svgs = re.findall(r"<svg class=\"chart\".*?</svg>", page, flags=re.DOTALL)
+    return svgs, [re.search(r'aria-label="([^"]+)"', s).group(1) for s in svgs]
+
+
 def test_curves_overlay_every_method_with_collapse_markers(built) -> None:
     _, _, page = built
-    svgs = re.findall(r"<svg class=\"chart\".*?</svg>", page, flags=re.DOTALL)
-    titles = [re.search(r'aria-label="([^"]+)"', s).group(1) for s in svgs]
-    assert titles[:3] == ["train: reward", "train: entropy", "train: completion_length"]
-    assert "held-out: arith/pass@1" in titles and "train: reward_std" not in titles
+    svgs, titles = chart_titles(page)
+    # The headline held-out curve first (every method of the task overlaid), then each method's
+    # reward on its own axis (rewards are on incompatible scales), then the overlaid diagnostics.
+    assert titles[0] == "held-out arith/pass@1 (arith)"
+    rewards = [t for t in titles if t.endswith(": train reward")]
+    assert rewards == [f"{m}: train reward" for m in ("rlvr", "random", "rlme_long", "rlvrr_direct")]
+    assert "train: reward" not in titles and "train: reward_std" not in titles
+    after = titles[titles.index(rewards[-1]) + 1:]
+    assert after[:2] == ["train: entropy", "train: completion_length"]
+    assert "held-out: arith/pass@1" not in titles  # drawn once, as the headline curve
     assert not any(t.startswith("held-out: train/") or t.endswith("/n") for t in titles)
-    reward = svgs[titles.index("train: reward")]
+    reward = svgs[titles.index("rlvr: train reward")]
+    assert len(re.findall(r'<g class="(m\d+)" opacity', reward)) == 2  # one method, one line per seed
+    entropy = svgs[titles.index("train: entropy")]
     # every trained method (base has no curve) on the same chart; rlvr once per seed
-    classes = re.findall(r'<g class="(m\d+)" opacity', reward)
+    classes = re.findall(r'<g class="(m\d+)" opacity', entropy)
     assert len(classes) == 5 and len(set(classes)) == 4
     markers = re.findall(r'<g class="m\d+ event"><title>([^<]*)</title>.*?class="event-label"[^>]*>(\w+)<',
-                         reward)
+                         entropy)
     assert sorted(kind for _, kind in markers) == ["entropy", "reward_hacking"]
     assert any("rlme_long seed 0: reward_hacking collapse at step 20" in tip for tip, _ in markers)
     legend = re.findall(r"<label><input type='checkbox' checked data-cls='(m\d+)'>.*?</span>([^<]+)</label>",
@@ -183,8 +201,9 @@ def test_missing_files_are_noted_not_fatal(tmp_path) -> None:
     assert "rlvr/seed0: evaluated but no curves" in notes
     assert "late/seed0: nothing to report yet" in notes
     assert "base/metrics.json: unreadable" in notes
-    svgs = re.findall(r"<svg class=\"chart\".*?</svg>", page, flags=re.DOTALL)
-    assert svgs and all('opacity="1.0"' in s for s in svgs)  # random's curves are drawn
+    svgs, titles = chart_titles(page)
+    assert "random: train reward" in titles  # random's curves are drawn
+    assert all('opacity="1.0"' in s for s, t in zip(svgs, titles) if t.startswith("train: "))
 
 
 def test_an_empty_data_folder_gives_an_empty_report(tmp_path) -> None:
@@ -215,8 +234,6 @@ def test_hostile_values_are_skipped_and_escaped(tmp_path) -> None:
 
 
 def test_report_without_mlflow_uses_the_given_folders(tmp_path) -> None:
-    from core.params import load
-
     data = make_data(tmp_path)
     agg = rep.report(load(preset="ci"), tmp_path / "out", data, track=False)
     assert (tmp_path / "out" / "index.html").exists() and "rlvr" in agg
@@ -258,3 +275,217 @@ def test_the_readme_results_table_is_generated_from_the_metrics_files(tmp_path) 
     readme.write_text("no markers")
     with pytest.raises(LookupError, match="no results section"):
         rep.update_readme(readme, "x")
+
+
+# ------------------------------------------------------------------------------ the answer first
+
+NOW = datetime(2025, 3, 4, 5, 6, tzinfo=timezone.utc)
+
+
+@pytest.fixture(autouse=True)
+def _default_preset(monkeypatch):
+    """`load()` reads LAB_PRESET: these tests mean params.yaml's own preset (none)."""
+    monkeypatch.delenv("LAB_PRESET", raising=False)
+
+
+def sections(page: str) -> list[str]:
+    return re.findall(r"<section id='([^']+)'>", page)
+
+
+def first_table(page: str) -> str:
+    return re.search(r"<table.*?</table>", page, flags=re.DOTALL).group(0)
+
+
+def test_the_report_opens_with_the_headline_table_and_the_best_marked(tmp_path) -> None:
+    data = make_data(tmp_path)
+    write(data / "runs" / "rlvrr_direct" / "train.json", {"grpo": {"task": "facts"}})
+    out = tmp_path / "reports"
+    rep.build(out, data, order=["rlvr", "random"], now=NOW)
+    page = (out / "index.html").read_text()
+    assert sections(page) == ["result", "curves", "benchmarks", "collapse", "diagnostics"]
+    head, _, _ = page.partition("<section id='curves'>")
+    assert "<svg class=\"chart\"" not in head  # no chart before the answer
+    # The first table of the page is the arith headline: methods trained on arith ranked by pass@1
+    # with the base among them for reference, the best starred, every seed's spread shown.
+    table = first_table(page)
+    assert "id='headline-arith'" in table
+    rows = parse_tables(table)[""]
+    assert rows[0][:4] == ["method", "pass@1 (mean ± std)", "vs base", "pass@1 per seed"]
+    ranked = as_dicts(rows)
+    assert list(ranked) == ["rlvr", "rlme_long", "base", "random"]
+    assert ranked["rlvr"]["pass@1 (mean ± std)"] == "★ 0.500 ± 0.100"
+    assert not any("★" in r["pass@1 (mean ± std)"] for m, r in ranked.items() if m != "rlvr")
+    assert re.search(r"<tr class='best' data-method='rlvr'>", table)
+    assert ranked["rlvr"]["vs base"] == "+0.300" and ranked["random"]["vs base"] == "−0.100"
+    assert ranked["rlvr"]["pass@1 per seed"] == "0.400–0.600"  # min–max over the two seeds
+    assert "seed 0: 0.4 · seed 1: 0.6" in table  # every seed's value, in the tooltip
+    assert ranked["rlvr"]["seeds"] == "2" and ranked["base"]["seeds"] == "1"
+    assert ranked["rlvr"]["collapse"] == "seed 1: entropy @ 30"
+    assert ranked["rlme_long"]["collapse"] == "seed 0: reward_hacking @ 20"
+    # facts: the variant trained on facts (its resolved settings say so), alone with the base
+    facts = as_dicts(parse_tables(page)["facts: coverage"])
+    assert list(facts) == ["rlvrr_direct", "base"] and facts["rlvrr_direct"]["coverage (mean ± std)"] == "★ 0.700"
+    answer = re.search(r"<ul class='answer'>(.*?)</ul>", page, flags=re.DOTALL).group(1)
+    assert "best <b>rlvr</b> 0.500 ± 0.100, +0.300 over the base (0.200); next rlme_long 0.300" in answer
+    assert "only <b>rlvrr_direct</b> trained on it" in answer
+
+
+def test_methods_within_the_seeds_spread_of_the_best_are_marked(tmp_path) -> None:
+    metrics = {"a": {0: {"arith/pass@1": 0.50}, 1: {"arith/pass@1": 0.60}},
+               "b": {0: {"arith/pass@1": 0.47}, 1: {"arith/pass@1": 0.57}},   # 0.03 below, stds 0.05
+               "c": {0: {"arith/pass@1": 0.20}, 1: {"arith/pass@1": 0.22}}}
+    data = make_data(tmp_path, metrics=metrics, events={})
+    collected = rep.collect(data)
+    results = rep.headline(collected, rep.aggregate(collected), data)
+    assert [r.task for r in results] == ["arith"]
+    assert results[0].best == {"arith/pass@1": "a"} and results[0].ties == {"arith/pass@1": ["b"]}
+    cells = as_dicts(parse_tables(rep.headline_html(results[0], {"a": 0, "b": 1, "c": 2}))[""])
+    assert cells["b"]["pass@1 (mean ± std)"].startswith("≈ ") and "≈" not in cells["c"]["pass@1 (mean ± std)"]
+
+
+def test_the_task_comes_from_the_curves_when_the_run_settings_are_absent(tmp_path) -> None:
+    """data/runs/ is a DVC output, absent from a fresh clone: the held-out curves name the task,
+    so the README's results table does not turn every method into an arith one."""
+    data = make_data(tmp_path, metrics={"rlvrr_direct": METRICS["rlvrr_direct"]}, events={})
+    write(data / "plots" / "rlvrr_direct" / "seed0" / "heldout.json",
+          [{"step": s, "facts/coverage": 0.5 + s / 100, "facts/n": 50, "train/reward": 0.1} for s in (0, 10)])
+    collected = rep.collect(data)
+    assert rep.run_task(data, "rlvrr_direct") == "arith"  # nothing else to go by
+    assert rep.run_task(data, "rlvrr_direct", collected) == "facts"
+    text = rep.results_markdown(rep.aggregate(collected), collected, data)
+    assert "| `rlvrr_direct` | facts | coverage | 0.300 | 0.700 | 1 | none |" in text
+
+
+def git_short() -> str:
+    return subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True).stdout.strip() or "unknown"
+
+
+def test_the_header_says_preset_commit_date_and_seeds(tmp_path) -> None:
+    data = make_data(tmp_path)
+    write(data / "base_model_info.json", {"parameters": 1869504, "sft_steps": 900})
+    out = tmp_path / "reports"
+    rep.build(out, data, order=["rlvr"], params=load(), now=NOW)
+    page = (out / "index.html").read_text()
+    header = re.search(r"<header>.*?</header>", page, flags=re.DOTALL).group(0)
+    prov = re.search(r"<p class='provenance'[^>]*>.*?</p>", header, flags=re.DOTALL).group(0)
+    assert "data-preset='default'" in prov and "preset <b>default</b>" in prov
+    assert f"commit <code>{git_short()}</code>" in prov and f"data-commit='{git_short()}'" in prov
+    assert "built 2025-03-04 05:06 UTC" in prov
+    planned = ", ".join(map(str, load().seeds))
+    assert "seeds 0, 1" + ("" if planned == "0, 1" else f" (params.seeds: {planned})") in prov
+    assert "1.87 M parameters, 900 SFT steps" in prov and "4 methods" in prov
+    assert "class='smoke'" not in page and "Smoke test" not in page  # 150 steps, 200 items: a result
+    assert "Smoke" not in (out / "summary.md").read_text()
+
+
+def micro_params():
+    """A `micro` preset (the `ci` settings under another name), as a fork of params.yaml might add."""
+    raw = yaml.safe_load(PARAMS_FILE.read_text())
+    raw["presets"]["micro"] = raw["presets"]["ci"]
+    return validate(raw, preset="micro")
+
+
+@pytest.mark.parametrize("params", [lambda: load(preset="ci"), micro_params], ids=["ci", "micro"])
+def test_a_smoke_preset_gets_a_banner(tmp_path, params) -> None:
+    params = params()
+    out = tmp_path / "reports"
+    rep.build(out, make_data(tmp_path), params=params, now=NOW)
+    page = (out / "index.html").read_text()
+    banner = re.search(r"<div class='smoke' id='smoke' role='alert'>(.*?)</div>", page, flags=re.DOTALL)
+    assert banner and f"<strong>{rep.SMOKE_BANNER}</strong>" in banner.group(1)
+    assert f"preset `{params.preset}` is a smoke test (grpo.max_steps = 2, eval.n_test = 8)" in banner.group(1)
+    assert page.index("class='smoke'") < page.index("<section id='result'>")  # above the answer
+    assert "<title>[smoke test]" in page
+    summary = (out / "summary.md").read_text()
+    assert summary.splitlines()[2].startswith(f"> **{rep.SMOKE_BANNER}**")
+
+
+def test_smoke_data_gets_a_banner_whatever_the_preset(tmp_path) -> None:
+    """A report built with the default params over a smoke run's files is still not a result."""
+    metrics = {"rlvr": {0: {"arith/pass@1": 0.0, "arith/n": 8}}}
+    data = make_data(tmp_path, metrics=metrics, base={"arith/pass@1": 0.0, "arith/n": 8}, events={},
+                     steps=(0, 1, 2))
+    out = tmp_path / "reports"
+    rep.build(out, data, params=load(), now=NOW)
+    banner = re.search(r"<div class='smoke'[^>]*>(.*?)</div>", (out / "index.html").read_text()).group(1)
+    assert "tiny test sets: arith/n = 8" in banner and "at most 2 GRPO steps" in banner
+    assert "preset" not in banner  # the default preset is not the reason
+
+
+def test_counts_print_as_integers(tmp_path) -> None:
+    metrics = {"rlvr": {0: {"arith/pass@1": 0.5, "arith/n": 8, "arith/mean_length": 8.0,
+                            "self_eval/n": 8.0, "self_eval/auroc_q0": 0.75},
+                        1: {"arith/pass@1": 0.7, "arith/n": 9, "arith/mean_length": 8.0,
+                            "self_eval/n": 8.0, "self_eval/auroc_q0": 0.75}}}
+    data = make_data(tmp_path, metrics=metrics, base={"arith/pass@1": 0.25, "arith/n": 8}, events={})
+    out = tmp_path / "reports"
+    rep.build(out, data)
+    tables = parse_tables((out / "index.html").read_text())
+    arith = as_dicts(tables["arith"])
+    assert arith["base"]["n"] == "8"  # a JSON integer
+    assert arith["rlvr"]["n"] == "8.5 ± 0.5"  # a mean of counts keeps its fraction, no 8.500
+    assert arith["rlvr"]["mean_length"] == "8.000"  # a float metric that happens to be whole
+    assert as_dicts(tables["self_eval"])["rlvr"]["n"] == "8"  # written 8.0, named as a count
+    assert "8.000 |" not in (out / "summary.md").read_text().split("## self_eval")[1]
+    assert rep.count_keys(rep.collect(data)) == {"arith/n", "self_eval/n"}
+    assert rep.cell({"mean": 8.0, "std": 0.0, "n": 3}, 3, count=True) == "8"
+    assert rep.cell({"mean": 8.0, "std": 0.0, "n": 3}, 3) == "8.000"
+
+
+# ------------------------------------------------------------------------------ dvc plots
+
+def dvc_yaml() -> dict:
+    return yaml.safe_load((ROOT / "dvc.yaml").read_text())
+
+
+def test_the_dvc_heldout_plot_shows_the_headline_metric() -> None:
+    """Without `y`, DVC draws a file's last column: `train/reward` under the name heldout.json."""
+    plots = {}
+    for entry in dvc_yaml()["stages"]["train"]["plots"]:
+        (path, props), = entry.items()
+        plots[path.rsplit("/", 1)[1]] = props
+    assert plots["train.json"] == {"cache": False, "x": "step", "y": "reward"}
+    assert plots["heldout.json"]["x"] == "step"
+    assert plots["heldout.json"]["y"] == rep.TASK_HEADLINE[load().grpo.task][0] == "arith/pass@1"
+
+
+def test_dvc_top_level_plots_overlay_every_method_on_its_task_headline() -> None:
+    params = load()
+    top = {}
+    for entry in dvc_yaml()["plots"]:
+        (plot_id, props), = entry.items()
+        top[plot_id] = props
+    drawn: dict[str, set[str]] = {}
+    for plot_id, props in top.items():
+        assert props["x"] == "step" and isinstance(props["y"], dict), plot_id
+        assert props["template"] == "overlay"
+        for path, field in props["y"].items():
+            m = re.fullmatch(r"data/plots/([^/]+)/seed0/heldout\.json", path)
+            assert m, path
+            drawn.setdefault(m.group(1), set()).add(field)
+    assert set(drawn) == set(params.methods)  # every method of the study, none twice per metric
+    for method, fields in drawn.items():
+        assert fields == set(rep.TASK_HEADLINE[params.method_grpo(method).task]), method
+    template = json.loads((ROOT / ".dvc" / "plots" / "overlay.json").read_text())
+    text = json.dumps(template)
+    for anchor in ("DATA", "X", "Y", "TITLE", "X_LABEL", "Y_LABEL"):
+        assert f"<DVC_METRIC_{anchor}>" in text
+    assert template["encoding"]["color"]["field"] == "filename"  # a colour per method's run
+
+
+def test_the_dvc_plots_page_template_is_offline() -> None:
+    """DVC's default page loads Vega from a CDN; the configured template inlines it."""
+    config = configparser.ConfigParser()
+    config.read(ROOT / ".dvc" / "config")
+    template = (ROOT / ".dvc" / config["plots"]["html_template"]).resolve()
+    assert template == ROOT / "docs" / "vega" / "plots_template.html"
+    page = template.read_text(encoding="utf-8")
+    assert "{plot_divs}" in page and "{scripts}" not in page  # DVC's CDN tags have nowhere to go
+    assert not re.search(r"<script[^>]*\bsrc\s*=", page, flags=re.IGNORECASE)
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page, flags=re.IGNORECASE)
+    assert "<link" not in page.lower()
+    for bundle in ("vega 5.", "vega-lite 5.", "vega-embed 6."):
+        assert f"<script>/* {bundle}" in page
+    assert template.stat().st_size < 1_500_000
+    assert "dvc_plots/" in (ROOT / ".gitignore").read_text().splitlines()

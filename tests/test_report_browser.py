@@ -1,15 +1,18 @@
 """The report as a reader sees it: `python -m flows.report` on a synthetic data folder, rendered by
-headless Chromium (screenshot not blank, every method in the rendered tables), and the report
-folder logged to MLflow. Skips only when no Chromium binary exists (`.ci/run` installs one)."""
+headless Chromium (screenshot not blank, the answer on the first screen, every method in the
+rendered tables), and the report folder logged to MLflow; `dvc plots show` rendered offline with
+the repository's template. Skips only when no Chromium binary exists (`.ci/run` installs one)."""
 
 from __future__ import annotations
 
 import io
 import os
+import re
 import shutil
 import struct
 import subprocess
 import sys
+import tarfile
 import zlib
 from pathlib import Path
 
@@ -111,6 +114,77 @@ def test_report_renders_in_headless_chromium(browser, built, tmp_path) -> None:
     assert listed == methods, (listed, sorted(tables))
     assert set(as_dicts(tables["arith"])) == {"base", "rlvr", "random", "rlme_long"}
     assert dom.count('class="chart"') >= 4 and "reward_hacking" in dom
+
+
+def test_the_first_screen_answers_which_method_won(browser, built, tmp_path) -> None:
+    """At 1280×900 the reader sees the header, the smoke banner (the ci preset) and the headline."""
+    root, _ = built
+    page = (root / "reports" / "index.html").resolve()
+    shot = tmp_path / "first_screen.png"
+    chromium(browser, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1280,900", page.as_uri())
+    assert shot.exists() and shot.stat().st_size > 5000
+    # What lies above the fold, by layout: the rendered page's elements with their offsets.
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", _PROBE + "</body>"), encoding="utf-8")
+    dom = chromium(browser, tmp_path / "profile", "--window-size=1280,900", "--dump-dom",
+                   probe.as_uri()).stdout
+    tops = dict(re.findall(r"<li data-probe=\"([^\"]+)\">(-?\d+)</li>", dom))
+    assert set(tops) >= {"provenance", "smoke", "headline-arith", "best"}, tops
+    assert all(int(tops[k]) < 900 for k in ("provenance", "smoke", "headline-arith", "best")), tops
+    assert "arith: pass@1" in dom
+    assert re.search(r'<tr class="best" data-method="rlvr"><td>.*?</td><td><span class="mark"[^>]*>★ </span>'
+                     r'0\.500 ± 0\.100</td>', dom)
+
+
+# Appends, after rendering, each element's distance from the page top (in CSS pixels).
+_PROBE = """<ul id="probe"></ul><script>
+[['provenance', '#provenance'], ['smoke', '#smoke'], ['headline-arith', '#headline-arith'],
+ ['best', 'table.headline tr.best']].forEach(function (p) {
+  var el = document.querySelector(p[1]);
+  if (!el) return;
+  var li = document.createElement('li');
+  li.dataset.probe = p[0];
+  li.textContent = Math.round(el.getBoundingClientRect().bottom + window.scrollY);
+  document.getElementById('probe').appendChild(li);
+});
+</script>"""
+
+
+def test_dvc_plots_show_renders_offline(browser, tmp_path) -> None:
+    """`dvc plots show` in a copy of the pipeline files and the committed curves: the page inlines
+    Vega (.dvc/config `plots.html_template`), and every chart draws with the network cut off."""
+    work = tmp_path / "repo"
+    work.mkdir()
+    dvc = str(Path(sys.executable).with_name("dvc"))
+    env = dict(os.environ, DVC_NO_ANALYTICS="1")
+    subprocess.run([dvc, "init", "--no-scm", "-q"], cwd=work, check=True, env=env)
+    for name in ("dvc.yaml", "params.yaml", ".dvc/config"):
+        shutil.copy(ROOT / name, work / name)
+    shutil.copytree(ROOT / "docs" / "vega", work / "docs" / "vega")
+    shutil.copytree(ROOT / ".dvc" / "plots", work / ".dvc" / "plots")
+    archive = subprocess.run(["git", "archive", "HEAD", "data/plots"], cwd=ROOT, capture_output=True)
+    if archive.returncode == 0:  # the committed curves, whatever a running pipeline is rewriting
+        tarfile.open(fileobj=io.BytesIO(archive.stdout)).extractall(work)
+    else:
+        shutil.copytree(ROOT / "data" / "plots", work / "data" / "plots")
+    r = subprocess.run([dvc, "plots", "show", "-o", "out"], cwd=work, capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    html = (work / "out" / "index.html").read_text(encoding="utf-8")
+    assert "cdn.jsdelivr" not in html and not re.search(r"<script[^>]*src=", html)
+    offline = ("--proxy-server=127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND",
+               "--virtual-time-budget=10000")
+    page = (work / "out" / "index.html").as_uri()
+    dom = chromium(browser, tmp_path / "profile", *offline, "--dump-dom", page).stdout
+    top_level = ("held-out arith pass@1", "held-out facts coverage", "held-out pairs outcome_acc",
+                 "held-out pairs rc")
+    assert all(title in html for title in top_level)
+    drawn = dom.count('class="marks"')  # vega-embed's canvas (or svg), one per chart drawn
+    assert drawn >= len(top_level) and drawn == html.count("vegaEmbed("), (drawn, html.count("vegaEmbed("))
+    shot = tmp_path / "dvc_plots.png"
+    chromium(browser, tmp_path / "profile", *offline, f"--screenshot={shot}", "--window-size=1400,1000", page)
+    variance, inked = pixel_stats(shot.read_bytes())
+    assert variance > 100 and inked > 0.02, (variance, inked)
 
 
 def test_report_folder_is_an_mlflow_artifact(built) -> None:

@@ -1,0 +1,369 @@
+"""What the `report` stage reads and concludes, before any drawing (flows/report.py renders it).
+
+- `collect`: every run's metrics, curves and collapse events found under `data/` (nothing missing
+  is fatal; what is off becomes a note);
+- `aggregate`: per method and metric, the mean, population std and number of seeds;
+- `headline`: per task, the methods trained on it ranked by the task's headline metric, the base
+  for reference, the best marked and the methods within the seeds' spread of it;
+- `provenance`: preset, git commit, date and seeds of the report, and why it is a smoke test of
+  the pipeline rather than a result, if it is one (a tiny preset, tiny test sets, few steps).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from core import paths
+from core.io import read_json
+from core.params import ROOT, Params
+
+# The metrics a task is judged by (higher is better for each), first the one its methods are
+# ranked by. A task missing here is judged by `<task>/pass@1`.
+TASK_HEADLINE = {"arith": ["arith/pass@1"], "facts": ["facts/coverage"],
+                 "pairs": ["pairs/outcome_acc", "pairs/rc"]}
+# Metrics without a benchmark prefix (`eval_seconds`) are grouped under this name.
+OTHER = "other"
+# A smoke test of the pipeline, not a result: a preset of one of these names, or one that trains
+# fewer GRPO steps or scores fewer test items than this (the `ci` preset trains 2 steps and scores
+# 8 items; the study 150 steps and 200 items). The data is checked too: a report built with the
+# default params over a smoke run's files is still a smoke test.
+SMOKE_PRESETS = ("micro", "ci", "smoke")
+SMOKE_MAX_STEPS = 20
+SMOKE_MIN_TEST = 50
+_SEED_DIR = re.compile(r"^seed(-?\d+)$")
+
+
+# ------------------------------------------------------------------------------ reading
+
+@dataclass
+class RunData:
+    """Everything found for one (method, seed); `None`/empty where the file is missing."""
+
+    metrics: dict | None = None
+    train: list[dict] = field(default_factory=list)
+    heldout: list[dict] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class Collected:
+    """`runs[method][seed]` (seed `None` for `base`), in display order, and notes on what was off."""
+
+    runs: dict[str, dict[int | None, RunData]]
+    notes: list[str]
+
+
+def _under(data_dir: Path, canonical: Path) -> Path:
+    """`canonical` (a `core.paths` location under the real `data/`) moved under `data_dir`.
+
+    The layout stays defined once, in `core.paths`; tests and `--data-dir` only move its root.
+    """
+    return Path(data_dir) / canonical.relative_to(paths.DATA)
+
+
+def _seed_dirs(folder: Path) -> Iterable[tuple[str, int]]:
+    if not folder.is_dir():
+        return
+    for method_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
+        for seed_dir in sorted(p for p in method_dir.iterdir() if p.is_dir()):
+            if m := _SEED_DIR.match(seed_dir.name):
+                yield method_dir.name, int(m.group(1))
+
+
+def discover(data_dir: Path, order: Sequence[str] = ()) -> list[tuple[str, int | None]]:
+    """Every (method, seed) with anything under eval/, plots/ or checkpoints/, and `base`.
+
+    Order: `base` first, then the methods of `order` (params.methods), then the rest by name;
+    seeds ascending.
+    """
+    found: set[tuple[str, int | None]] = set()
+    for sub in ("eval", "plots", "checkpoints"):
+        found.update(_seed_dirs(Path(data_dir) / sub))
+    if (_under(data_dir, paths.eval_dir("base", None)) / "metrics.json").exists():
+        found.add(("base", None))
+    rank = {name: i for i, name in enumerate(["base", *order])}
+    return sorted(found, key=lambda ms: (rank.get(ms[0], len(rank)), ms[0],
+                                         -1 if ms[1] is None else ms[1]))
+
+
+def _read(path: Path, expect: type, notes: list[str]):
+    """The JSON at `path` if it exists and has the expected shape, else None (noted if unreadable)."""
+    if not path.exists():
+        return None
+    try:
+        value = read_json(path)
+    except (OSError, ValueError) as e:
+        notes.append(f"{path}: unreadable ({type(e).__name__}: {e}); ignored")
+        return None
+    if not isinstance(value, expect):
+        notes.append(f"{path}: expected a JSON {expect.__name__}, got {type(value).__name__}; ignored")
+        return None
+    return value
+
+
+def collect(data_dir: Path = paths.DATA, order: Sequence[str] = ()) -> Collected:
+    """Read every run's metrics, curves and collapse events; missing files are simply absent."""
+    notes: list[str] = []
+    runs: dict[str, dict[int | None, RunData]] = {}
+    for method, seed in discover(data_dir, order):
+        run = RunData()
+        run.metrics = _read(_under(data_dir, paths.eval_dir(method, seed)) / "metrics.json", dict, notes)
+        if seed is not None:
+            plots = _under(data_dir, paths.plots_dir(method, seed))
+            run.train = [r for r in _read(plots / "train.json", list, notes) or [] if isinstance(r, dict)]
+            run.heldout = [r for r in _read(plots / "heldout.json", list, notes) or []
+                           if isinstance(r, dict)]
+            summary = _read(_under(data_dir, paths.checkpoint_dir(method, seed)) / "run.json", dict, notes)
+            events = (summary or {}).get("collapse_events") or []
+            run.events = [e for e in events if isinstance(e, dict) and number(e.get("step")) is not None]
+            where = paths.run_key(method, seed)
+            if run.metrics is None and not (run.train or run.heldout or summary):
+                notes.append(f"{where}: nothing to report yet (no evaluation, curves or run.json)")
+            if run.metrics is None and (run.train or run.heldout):
+                notes.append(f"{where}: curves but no evaluation (data/eval/{where}/metrics.json)")
+            if run.metrics is not None and not (run.train or run.heldout):
+                notes.append(f"{where}: evaluated but no curves (data/plots/{where}/)")
+        runs.setdefault(method, {})[seed] = run
+    return Collected(runs, notes)
+
+
+def number(value) -> float | None:
+    """A finite float, or None for anything else (None, NaN, inf, strings, booleans).
+
+    >>> [number(v) for v in (3, 0.5, True, float("nan"), "1", None)]
+    [3.0, 0.5, None, None, None, None]
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+# ------------------------------------------------------------------------------ aggregates
+
+def aggregate(collected: Collected) -> dict[str, dict]:
+    """Per method and metric: mean, population std and the number of seeds with a finite value."""
+    agg: dict[str, dict] = {}
+    for method, seeds in collected.runs.items():
+        evaluated = [r.metrics for r in seeds.values() if r.metrics is not None]
+        if not evaluated:
+            continue
+        keys = sorted({k for m in evaluated for k in m})
+        agg[method] = {k: {"mean": float(np.mean(v)), "std": float(np.std(v)), "n": len(v)}
+                       for k in keys
+                       if (v := [x for m in evaluated if (x := number(m.get(k))) is not None])}
+    return agg
+
+
+def benchmark_of(key: str) -> tuple[str, str]:
+    """`arith/pass@1` -> (`arith`, `pass@1`); a key without a prefix belongs to `other`."""
+    bench, sep, metric = key.partition("/")
+    return (bench, metric) if sep else (OTHER, key)
+
+
+def is_count_name(key: str) -> bool:
+    """A metric named as a count: `n`, `arith/n`, `n_items`, `items_n`.
+
+    >>> [is_count_name(k) for k in ("arith/n", "self_eval/n", "n", "arith/pass@1", "train/length")]
+    [True, True, True, False, False]
+    """
+    name = key.rpartition("/")[2]
+    return name == "n" or name.startswith("n_") or name.endswith("_n")
+
+
+def count_keys(collected: Collected) -> set[str]:
+    """Metrics that are counts, printed as integers: named as one, or written as JSON integers by
+    every run (a rate is written as a float, even 0.0)."""
+    seen: dict[str, bool] = {}
+    for seeds in collected.runs.values():
+        for run in seeds.values():
+            for key, value in (run.metrics or {}).items():
+                if number(value) is not None:
+                    seen[key] = seen.get(key, True) and isinstance(value, int)
+    return {k for k, ints in seen.items() if ints or is_count_name(k)}
+
+
+# ------------------------------------------------------------------------------ the answer
+
+def _heldout_task(collected: Collected, method: str) -> str | None:
+    """The task a method's held-out curves measure (the train stage samples only its own task)."""
+    benches = {benchmark_of(k)[0] for run in collected.runs.get(method, {}).values()
+               for row in run.heldout for k, v in row.items() if number(v) is not None}
+    tasks = [b for b in benches if b in TASK_HEADLINE]
+    return tasks[0] if len(tasks) == 1 else None
+
+
+def run_task(data_dir: Path, method: str, collected: Collected | None = None,
+             params: Params | None = None) -> str:
+    """The task a method trained on: its resolved settings (`data/runs/<method>/train.json`,
+    flows/configure.py), else the benchmark its held-out curves measure, else params, else arith.
+
+    `data/runs/` is a DVC output, absent from a fresh clone; the curves are committed.
+    """
+    f = Path(data_dir) / "runs" / method / "train.json"
+    try:
+        return read_json(f)["grpo"]["task"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    if collected is not None and (task := _heldout_task(collected, method)):
+        return task
+    if params is not None:
+        try:
+            return params.method_grpo(method).task
+        except (ValueError, KeyError):
+            pass
+    return "arith"
+
+
+def headline_metrics(task: str) -> list[str]:
+    return TASK_HEADLINE.get(task, [f"{task}/pass@1"])
+
+
+@dataclass
+class Row:
+    """One method (or the base) in a task's headline table."""
+
+    method: str
+    stats: dict[str, dict]                          # metric -> {"mean", "std", "n"}
+    seeds: dict[str, list[tuple[int | None, float]]]  # metric -> [(seed, value)]
+    collapsed: list[tuple[int, dict]]               # (seed, event)
+    base: bool = False
+
+
+@dataclass
+class TaskResult:
+    """A task's verdict: rows ranked by the first metric (the base among them, for reference)."""
+
+    task: str
+    metrics: list[str]
+    rows: list[Row]
+    best: dict[str, str]            # metric -> the method with the highest mean
+    ties: dict[str, list[str]]      # metric -> methods within the seeds' spread of the best
+    test_n: int | None              # items in the task's test set (the evaluations' `<task>/n`)
+
+    def trained(self) -> list[Row]:
+        return [r for r in self.rows if not r.base]
+
+
+def _within_spread(best: dict, other: dict) -> bool:
+    """Means closer than the sum of the two standard deviations (both over ≥ 2 seeds)."""
+    return (best["n"] > 1 and other["n"] > 1
+            and best["mean"] - other["mean"] <= best["std"] + other["std"])
+
+
+def headline(collected: Collected, agg: dict[str, dict], data_dir: Path,
+             params: Params | None = None) -> list[TaskResult]:
+    """Per task some method trained on: its headline metrics for every such method and the base."""
+    by_task: dict[str, list[str]] = {}
+    for method in agg:
+        if method != "base":
+            by_task.setdefault(run_task(data_dir, method, collected, params), []).append(method)
+    order = [t for t in TASK_HEADLINE if t in by_task] + sorted(t for t in by_task if t not in TASK_HEADLINE)
+    results = []
+    for task in order:
+        metrics = headline_metrics(task)
+        rows = []
+        for method in (*by_task[task], "base"):
+            stats = {m: agg.get(method, {}).get(m) for m in metrics}
+            if not any(stats.values()):
+                continue
+            runs = collected.runs.get(method, {})
+            seeds = {m: [(s, v) for s, r in runs.items()
+                         if (v := number((r.metrics or {}).get(m))) is not None] for m in metrics}
+            events = [(s, e) for s, r in runs.items() if s is not None for e in r.events]
+            rows.append(Row(method, {m: st for m, st in stats.items() if st}, seeds, events,
+                            base=method == "base"))
+        if not any(not r.base for r in rows):
+            continue
+        first = metrics[0]
+        rows.sort(key=lambda r: -r.stats[first]["mean"] if first in r.stats else math.inf)
+        best, ties = {}, {}
+        for m in metrics:
+            ranked = [r for r in rows if not r.base and m in r.stats]
+            if ranked:
+                top = max(ranked, key=lambda r: r.stats[m]["mean"])
+                best[m] = top.method
+                ties[m] = [r.method for r in ranked
+                           if r is not top and _within_spread(top.stats[m], r.stats[m])]
+        sizes = [int(v) for s in agg.values() if (v := (s.get(f"{task}/n") or {}).get("mean"))]
+        results.append(TaskResult(task, metrics, rows, best, ties, min(sizes) if sizes else None))
+    return results
+
+
+# ------------------------------------------------------------------------------ provenance
+
+@dataclass
+class Provenance:
+    """Where the report's numbers come from; `smoke` lists why it is not a result (empty: it is)."""
+
+    preset: str | None
+    commit: str
+    dirty: bool
+    date: str
+    seeds: list[int]
+    planned_seeds: list[int] | None
+    methods: int
+    base_model: dict | None
+    smoke: list[str]
+
+
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
+                              timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def smoke_reasons(params: Params | None, collected: Collected) -> list[str]:
+    """Why these numbers are a smoke test of the pipeline: the preset, and what the data shows."""
+    reasons = []
+    if params is not None:
+        small = []
+        if params.grpo.max_steps < SMOKE_MAX_STEPS:
+            small.append(f"grpo.max_steps = {params.grpo.max_steps}")
+        if params.eval.n_test < SMOKE_MIN_TEST:
+            small.append(f"eval.n_test = {params.eval.n_test}")
+        if params.preset in SMOKE_PRESETS or small:
+            reasons.append(f"preset `{params.preset or 'default'}` is a smoke test"
+                           + (f" ({', '.join(small)})" if small else ""))
+    sizes: dict[str, int] = {}
+    for seeds in collected.runs.values():
+        for run in seeds.values():
+            for k, v in (run.metrics or {}).items():
+                if benchmark_of(k)[1] == "n" and (x := number(v)) is not None:
+                    sizes[k] = min(sizes.get(k, int(x)), int(x))
+    tiny = sorted(k for k, v in sizes.items() if v < SMOKE_MIN_TEST)
+    if tiny:
+        reasons.append(f"tiny test sets: {', '.join(f'{k} = {sizes[k]}' for k in tiny)} "
+                       f"(fewer than {SMOKE_MIN_TEST} items)")
+    steps = [x for seeds in collected.runs.values() for run in seeds.values()
+             for row in run.train + run.heldout if (x := number(row.get("step"))) is not None]
+    if steps and max(steps) < SMOKE_MAX_STEPS:
+        reasons.append(f"at most {int(max(steps))} GRPO steps (fewer than {SMOKE_MAX_STEPS})")
+    return reasons
+
+
+def provenance(params: Params | None, collected: Collected, data_dir: Path,
+               now: datetime | None = None) -> Provenance:
+    """The report's header: the params' preset, the code's commit, the date, the seeds found."""
+    info = _read(Path(data_dir) / "base_model_info.json", dict, [])
+    return Provenance(
+        preset=params.preset if params is not None else None,
+        commit=_git("rev-parse", "--short=7", "HEAD") or "unknown",
+        dirty=bool(_git("status", "--porcelain", "--untracked-files=no")),
+        date=(now or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M UTC"),
+        seeds=sorted({s for seeds in collected.runs.values() for s in seeds if s is not None}),
+        planned_seeds=list(params.seeds) if params is not None else None,
+        methods=sum(1 for m in collected.runs if m != "base"),
+        base_model=info,
+        smoke=smoke_reasons(params, collected),
+    )
