@@ -1,7 +1,7 @@
 """Which of the repository's own source files a stage runs: the static import closure of a module.
 
-Per-method invalidation (README, "The study pipeline") needs a train stage to depend on the code
-it runs and nothing else: editing `rewards/meta_eval.py` must retrain the RLME family, not all
+Per-method invalidation (README, "Per-method invalidation") needs a train stage to depend on the
+code it runs and nothing else: editing `rewards/meta_eval.py` must retrain the RLME family, not all
 seven methods. Listing those files by hand in `dvc.yaml` would go stale at the first new import,
 so the closure is read from the code itself: every `import`/`from ... import` (at module level or
 inside a function: a lazy import runs too) that resolves to a file of this repository, followed
@@ -32,7 +32,7 @@ def module_file(name: str, root: Path = ROOT) -> Path | None:
     return None
 
 
-def _imported_names(path: Path, module: str) -> set[str]:
+def imported_names(path: Path, module: str) -> set[str]:
     """Dotted names of everything `path` imports (module-level and lazy), relative ones resolved."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
@@ -69,7 +69,7 @@ def _closure(entries: tuple[str, ...], root: Path) -> tuple[Path, ...]:
         if path is None:
             continue
         seen[name] = path
-        for imported in _imported_names(path, name):
+        for imported in imported_names(path, name):
             todo.extend(n for n in _with_parents(imported) if n not in seen)
     return tuple(sorted(set(seen.values())))
 

@@ -30,8 +30,7 @@ from core.io import DataError
 from evals.metrics import Ratio, answer_metrics
 from rewards.verifiable import extract_boxed
 from world.arith import prompt_text
-from world.external import _load as load_located  # (where, row) pairs: "file:line" or "file: row i"
-from world.external import gsm8k_rows
+from world.external import gsm8k_rows, load_located  # (where, row): "file:line" or "file: row i"
 
 __all__ = ["gsm8k_rows", "math_rows", "ifeval_rows", "score_math", "score_ifeval"]
 

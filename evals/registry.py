@@ -9,8 +9,9 @@ third field is the headline metric.
 A scorer turns one row's sampled completions and greedy completion into per-row numbers
 (`evals.metrics.aggregate` pools them: floats are averaged over rows, `Ratio`s pooled). pass@1 is
 the mean accuracy of k samples at temperature 1 (the papers' headline), pass@k whether any of them
-is right. `evals.suite.evaluate_policy` runs them; this module stays free of torch so that
-`params.yaml` can check benchmark specs (`parse_spec`) when it loads.
+is right. `evals.suite.evaluate_policy` runs them. The benchmark names are also listed in
+`core.params` (`TINY_BENCHMARKS`, `EXTERNAL_BENCHMARKS`), which checks the specs in params.yaml
+when it loads.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from core.io import DataError, read_jsonl
+from core.params import split_benchmark_spec
 from evals.external import gsm8k_rows, ifeval_rows, math_rows, score_ifeval, score_math
 from evals.metrics import answer_metrics
 from evals.pairs import helpsteer3_rows, score_pairs
@@ -74,7 +76,7 @@ BENCHMARKS: dict[str, Benchmark | ExternalBenchmark] = {
     "arith": Benchmark("arith", score_arith, "pass@1"),
     "arith_cf": Benchmark("arith_cf", score_cheat, "cheat_rate"),
     "facts": Benchmark("facts", score_facts, "coverage"),
-    # GenRM judgements (SPEC 6, paper 001): outcome accuracy, rationale consistency of the top 5.
+    # GenRM judgements (paper 001): outcome accuracy, rationale consistency of the top 5.
     "pairs": Benchmark("pairs", score_pairs, "outcome_acc"),
     # GSM8K rows load into the arith schema, so the arith scorer applies unchanged.
     "gsm8k": ExternalBenchmark(gsm8k_rows, score_arith, "pass@1"),
@@ -86,17 +88,10 @@ BENCHMARKS: dict[str, Benchmark | ExternalBenchmark] = {
 
 
 def parse_spec(spec: str) -> tuple[str, Benchmark | ExternalBenchmark, Path | None]:
-    """`"arith"` -> ("arith", entry, None); `"gsm8k:data/x.jsonl"` -> ("gsm8k", entry, Path)."""
-    name, sep, path = spec.partition(":")
-    if name not in BENCHMARKS:
-        raise KeyError(f"unknown benchmark {name!r}; known: {sorted(BENCHMARKS)}")
-    entry = BENCHMARKS[name]
-    if isinstance(entry, ExternalBenchmark) and not path.strip():
-        raise KeyError(f"benchmark {name!r} reads a local file: name it as "
-                       f"'{name}:<path to .jsonl or .parquet>'")
-    if isinstance(entry, Benchmark) and sep:
-        raise KeyError(f"benchmark {name!r} reads data/prepared and takes no path; got {spec!r}")
-    return name, entry, Path(path.strip()) if sep else None
+    """`"arith"` -> ("arith", entry, None); `"gsm8k:data/x.jsonl"` -> ("gsm8k", entry, Path).
+    The spec is checked by `core.params.split_benchmark_spec` (what params.yaml is checked by)."""
+    name, path = split_benchmark_spec(spec)
+    return name, BENCHMARKS[name], path
 
 
 def headline_key(spec: str) -> str:

@@ -8,9 +8,11 @@ variant in `methods`, exactly what its stages depend on:
 - `data/runs/<method>/train.json`: the reward settings (variant overrides merged), the GRPO
   settings the method trains with, `collapse`, the held-out sampling keys, and the digest of the
   code training that method imports (`core.codedeps`: `flows/train.py`'s import closure plus the
-  method's own builder and reward modules; RLVRR adds its reference components);
+  method's own builder and reward modules); a method whose registry entry `reads_components`
+  (RLVRR) adds the digest of the reference components;
 - `data/runs/<method>/evaluate.json`: the `eval` settings, the task and completion budget, the
-  self-evaluation probe, and the digest of the evaluation code;
+  self-evaluation probe, and the digest of the evaluation code (with the method's extra
+  evaluation, if its registry entry has one, and the settings it reads);
 - `data/runs/base/evaluate.json`: the same for the base model (every method's task is scored).
 
 `train@M-S` and `evaluate@M-S` depend on their file instead of whole params sections and code
@@ -31,7 +33,8 @@ from core import paths
 from core.cli import parser, run_main
 from core.codedeps import code_digest, files_digest
 from core.io import write_json
-from core.params import Params, load
+from core.methods import method as registered
+from core.params import Params, ResolvedMethod, load
 
 RUNS = paths.DATA / "runs"
 # Held-out sampling during training reads these `eval` keys (flows/train.py); the rest of `eval`
@@ -39,20 +42,31 @@ RUNS = paths.DATA / "runs"
 HELDOUT_KEYS = ("heldout_k", "temperature", "max_new_tokens", "batch_size")
 
 
-def train_config(params: Params, method: str) -> dict:
-    """What `train@<method>-<seed>` depends on besides its seed, the data and the base weights."""
-    from rewards import entry_modules
-
-    family, cfg = params.method_config(method)
-    grpo = params.method_grpo(method)
-    config = {"method": method, "family": family, "reward": cfg.model_dump(),
-              "grpo": grpo.model_dump(), "collapse": params.collapse.model_dump(),
+def train_config(params: Params, method: str | ResolvedMethod) -> dict:
+    """What `train@<method>-<seed>` depends on besides its seed, the data and the base weights
+    (`method`: a name, or resolved once by the caller)."""
+    run = params.resolve(method) if isinstance(method, str) else method
+    entry = registered(run.family)
+    config = {"method": run.name, "family": run.family, "reward": run.cfg.model_dump(),
+              "grpo": run.grpo.model_dump(), "collapse": params.collapse.model_dump(),
               "heldout": {k: getattr(params.eval, k) for k in HELDOUT_KEYS},
               "base_model_path": params.base_model.path,
-              "code": code_digest(["flows.train", *entry_modules(family)])}
-    if family == "rlvrr":  # the only method that reads the synthesized reference components
+              "code": code_digest(["flows.train", *entry.train_modules()]),
+              **chat_config(params, run.name)}
+    if entry.reads_components:
         config["components"] = files_digest(sorted(paths.COMPONENTS.glob("*.jsonl")))
     return config
+
+
+def chat_config(params: Params, method: str | None = None) -> dict:
+    """`base_model.chat` for a local checkpoint (its prompts may go through a chat template), with
+    the method's own thinking (`grpo.enable_thinking`); the tiny model's tokenizer has no
+    template, so the setting cannot change its runs: nothing."""
+    if not params.base_model.path:
+        return {}
+    chat = params.base_model.chat.model_dump()
+    thinking = params.method_grpo(method).enable_thinking if method else None
+    return {"chat": chat if thinking is None else {**chat, "enable_thinking": thinking}}
 
 
 def evaluate_budgets(params: Params, methods: list[str]) -> dict[str, int]:
@@ -68,11 +82,12 @@ def evaluate_budgets(params: Params, methods: list[str]) -> dict[str, int]:
 
 
 def self_eval_probe(params: Params, method: str | None):
-    """The settings the self-evaluation probe prompts with: an RLME run's own template and
-    questions (what its reward read), `eval.self_eval` for the base and every other method."""
+    """The settings the self-evaluation probe prompts with: the run's own template and questions
+    (what its reward read) when its registry entry says `self_eval_probe` (RLME), else
+    `eval.self_eval` (the base and every other method)."""
     if method is not None:
         family, cfg = params.method_config(method)
-        if family == "rlme":
+        if registered(family).self_eval_probe:
             return cfg
     return params.eval.self_eval
 
@@ -86,15 +101,18 @@ def evaluate_config(params: Params, method: str | None) -> dict:
                     "self_eval": {k: getattr(probe, k) if k != "questions"
                                   else [q.model_dump() for q in probe.questions]
                                   for k in ("template", "questions", "end_marker")},
-                    "code": code_digest(["flows.evaluate"])}
+                    **chat_config(params, method)}
+    code = ["flows.evaluate"]
     if method is None:
         config["seed"] = params.seed  # the base's samples are drawn with the top-level seed
     else:
         family, cfg = params.method_config(method)
         config["family"] = family
-        if family == "rlcer":  # rubric-hint evaluation prompts with the rubricator's settings
-            config["rubricator"] = {"template": cfg.rubricator_template,
-                                    "max_rubric_tokens": cfg.max_rubric_tokens}
+        entry = registered(family)
+        if entry.evaluate:  # the method's extra evaluation: its code and the settings it reads
+            code += entry.evaluate_modules()
+            config["reward"] = cfg.model_dump()
+    config["code"] = code_digest(code)
     return config
 
 

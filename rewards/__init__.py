@@ -1,13 +1,15 @@
-"""Reward methods (SPEC 1-6): one module per method, pure scoring first.
+"""Reward methods: one module per method, pure scoring first (docs/methods/README.md).
 
-`METHODS` is the registry: a dict literal from method name to where its builder lives. A builder
-takes a `MethodContext` (the resolved settings, the base policy and tokenizer, the task rows) and
+`METHODS` is the registry (`core/methods.py`, the one place a method plugs in): method name ->
+its settings model, builder, VERSION module, metric prefixes and evaluation hooks. A builder
+takes a `MethodContext` (the resolved settings, the base policy and tokenizer, the synthesized components' folder) and
 returns a `MethodPlan`: the TRL reward functions plus, for methods that change the optimisation
 step itself (DRO's gates, RLCER's two roles), a `GRPOTrainer` subclass. The method name is the
 same string in params.yaml, DVC stages and MLflow tags; variants (`rlme_frozen`, `r3_gate`, ...)
 are named runs of a method with overrides (`params.variants`).
 
 Builders are imported lazily (`"module:function"`), so listing the methods imports no torch.
+The registry itself is in `core` because params.yaml is validated against it.
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.methods import METHODS, Method, UnknownMethodError, load_ref, method
 
-class UnknownMethodError(KeyError):
-    def __str__(self) -> str:
-        return self.args[0]
+__all__ = ["METHODS", "Method", "MethodContext", "MethodPlan", "UnknownMethodError", "build_plan",
+           "entry_modules", "get_method", "reward_version"]
 
 
 @dataclass
@@ -32,12 +34,12 @@ class MethodContext:
     family: str        # the method it is a run of
     cfg: Any           # params.reward.<family> with the variant's overrides merged
     grpo: Any          # params.grpo with the method's task and overrides merged
-    params: Any
     seed: int
     policy: Any = None
     tokenizer: Any = None
-    prepared: Path | None = None
     components: Path | None = None
+    # How the policy's prompts meet its chat template (rewards.chat.ChatFormat); None = auto.
+    chat: Any = None
 
 
 @dataclass
@@ -47,7 +49,6 @@ class MethodPlan:
     reward_funcs: list[Callable]
     trainer_cls: type | None = None          # None = trl.GRPOTrainer
     trainer_kwargs: dict = field(default_factory=dict)
-    reward_weights: list[float] | None = None
     # Extra objects with a `metrics() -> dict` logged at every logging step (e.g. gate rates).
     loggers: list[Any] = field(default_factory=list)
     # Chooses the training rows before training (DRO's static pre-filter); None = all rows.
@@ -58,34 +59,16 @@ class MethodPlan:
     monitor_reward: str | None = None
 
 
-# name -> (builder "module:function", module holding the reward VERSION). Strings, so listing the
-# methods imports nothing and each method's code closure starts at its own modules.
-METHODS: dict[str, tuple[str, str]] = {
-    "rlvr": ("rewards.verifiable:build", "rewards.verifiable"),
-    "random": ("rewards.baselines:build", "rewards.baselines"),
-    "rlme": ("rewards.meta_eval:build", "rewards.meta_eval"),
-    "rlvrr": ("rewards.rlvrr:build", "rewards.rlvrr"),
-    "dro": ("models.dro_trainer:build", "rewards.reflection"),
-    "rlcer": ("models.rlcer_trainer:build", "rewards.evolving_rubrics"),
-    "rationale": ("rewards.genrm:build", "rewards.genrm"),
-}
-
-
 def entry_modules(family: str) -> list[str]:
     """The modules a method's training imports by name (its builder and its VERSION module): the
     roots of its code closure (`core.codedeps`), which decides when its stages re-run."""
-    if family not in METHODS:
-        raise UnknownMethodError(f"unknown method {family!r}; known methods: {', '.join(sorted(METHODS))}")
-    builder, version_module = METHODS[family]
-    return sorted({builder.partition(":")[0], version_module})
+    return method(family).train_modules()
 
 
 def get_method(name: str) -> tuple[Callable, str]:
-    if name not in METHODS:
-        raise UnknownMethodError(f"unknown method {name!r}; known methods: {', '.join(sorted(METHODS))}")
-    spec, version_module = METHODS[name]
-    module, _, fn = spec.partition(":")
-    return getattr(importlib.import_module(module), fn), version_module
+    """(the method's builder, the name of its VERSION module)."""
+    entry = method(name)
+    return load_ref(entry.builder), entry.version
 
 
 def build_plan(ctx: MethodContext) -> MethodPlan:
@@ -95,4 +78,4 @@ def build_plan(ctx: MethodContext) -> MethodPlan:
 
 
 def reward_version(family: str) -> str:
-    return importlib.import_module(get_method(family)[1]).VERSION
+    return importlib.import_module(method(family).version).VERSION

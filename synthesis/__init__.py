@@ -1,4 +1,4 @@
-"""Reference-component synthesis (SPEC.md section 7; RLVRR paper 002, sections 3.2-3.3, App. A.2).
+"""Reference-component synthesis (RLVRR paper 002, sections 3.2-3.3, App. A.2).
 
 Per prompt, what RLVRR needs offline: key points p_1..p_M, a keyword list K^m per key point
 (phrases of at most 3 words found in the references) and weighted style checks
@@ -15,8 +15,9 @@ filter (section 4.1: drop an example whose references score below 0.7 on both co
 style). Nothing a backend produces can crash the stage: unparseable model output, failing
 checks and filtered examples are dropped and counted in :class:`SynthesisStats`.
 
-This module stays light (no scikit-learn, no ``rewards`` import at module level) because
-``core/params.py`` imports :mod:`synthesis.config` and with it this package.
+This module stays light (no scikit-learn, no ``rewards`` import at module level): the backends
+and the validation are imported when :func:`synthesize` runs. Its settings are
+:class:`core.params.SynthesizeConfig` (the ``synthesize`` section of params.yaml).
 The output format is documented in ``synthesis/README.md``.
 """
 
@@ -27,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from core.io import DataError, write_json, write_jsonl
-from synthesis.config import SynthesizeConfig
+from core.params import SynthesizeConfig
 
 VERSION = "1"
 
@@ -90,7 +91,7 @@ def synthesize(rows: Sequence[dict], cfg: SynthesizeConfig, client=None
     ``client`` replaces the llm backend's model client (tests, or a caller that already holds
     one); it is ignored by the rule backend. Rows keep their input order.
     """
-    # Imported here so that `import synthesis.config` (done by core.params) stays cheap.
+    # Imported here so that importing the package stays cheap (validation imports the sandbox).
     from synthesis import validate
 
     stats = SynthesisStats(examples=len(rows))
@@ -111,7 +112,7 @@ def synthesize(rows: Sequence[dict], cfg: SynthesizeConfig, client=None
 
 
 def _check_row(index: int, row: dict) -> None:
-    """A row the backends can read, or a DataError naming it (house rule 9)."""
+    """A row the backends can read, or a DataError naming it (never a bare KeyError)."""
     refs = row.get("references") if isinstance(row, dict) else None
     if not isinstance(row, dict) or "id" not in row or not isinstance(refs, list) or not refs \
             or not all(isinstance(r, str) for r in refs):

@@ -1,4 +1,4 @@
-"""The `rule` synthesis backend: offline, deterministic RLVRR components (SPEC.md section 7).
+"""The `rule` synthesis backend: offline, deterministic RLVRR components.
 
 It follows the paper's two-level recipe (paper 002, section 3.2) with rules in place of the LLM:
 
@@ -40,8 +40,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from core.params import SynthesizeConfig
 from synthesis import Components, StyleCheck
-from synthesis.config import SynthesizeConfig
 
 FUNCTION_WORDS = frozenset("""
 a an the and or but nor so yet if then than as of at by for from in into on onto to with without

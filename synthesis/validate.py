@@ -1,9 +1,9 @@
-"""Validation of synthesised RLVRR components (SPEC.md sections 7 and 9; paper 002, section 4.1).
+"""Validation of synthesised RLVRR components (paper 002, section 4.1).
 
 Three gates, each dropping and counting instead of raising:
 
 1. Keywords (:func:`clean_keywords`): each must be a non-empty phrase of at most 3 words that
-   occurs in at least one reference (SPEC 3: "taken from the references"), matched exactly as
+   occurs in at least one reference (keywords are "taken from the references"), matched exactly as
    the reward will match it; a key point left without keywords is removed.
 2. Style checks (:func:`validate_checks`): static rejection (:func:`rewards.sandbox.static_rejection_reason`),
    then a trial run of every check on its own references, all examples in ONE sandbox round
@@ -24,10 +24,10 @@ import logging
 import math
 from collections.abc import Sequence
 
+from core.params import SynthesizeConfig
 from rewards.reference_chain import content_reward, keyword_sequence, style_reward
 from rewards.sandbox import StyleSandbox, static_rejection_reason
 from synthesis import Components, StyleCheck, SynthesisStats
-from synthesis.config import SynthesizeConfig
 
 log = logging.getLogger(__name__)
 

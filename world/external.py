@@ -17,7 +17,8 @@ from world.arith import prompt_text
 _FINAL = re.compile(r"####\s*(.+?)\s*$", re.S)
 
 
-def _load(path: Path) -> list[tuple[str, dict]]:
+def load_located(path: Path) -> list[tuple[str, dict]]:
+    """The rows of a local JSONL or Parquet file, each with where it is ("file:line", "file: row i")."""
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file (data.external paths are local files)")
     if path.suffix == ".parquet":
@@ -35,7 +36,7 @@ def _load(path: Path) -> list[tuple[str, dict]]:
 def gsm8k_rows(path: str | Path, split: str) -> list[dict]:
     """Rows in the `arith` schema (prompt, answer, reference) from a GSM8K-format file."""
     out = []
-    for i, (where, r) in enumerate(_load(Path(path))):
+    for i, (where, r) in enumerate(load_located(Path(path))):
         q, a = r.get("question"), r.get("answer")
         if not isinstance(q, str) or not isinstance(a, str):
             raise DataError(f"{where}: needs string fields `question` and `answer`")
