@@ -1,10 +1,14 @@
-"""Trainer callback: periodic held-out evaluation that feeds collapse detection (SPEC 10).
+"""Trainer callback: periodic held-out evaluation that feeds collapse detection.
 
 Every `every` steps the policy is scored on held-out data; the score, the train reward since the
 previous evaluation, entropy, completion length and clipped ratio go to a `CollapseMonitor`. The
 callback keeps the best checkpoint by held-out score, reports events through `on_event`, and
 stops training on an event when the collapse config asks for it. Recording (MLflow) is injected
 as `sink`/`on_event`, so this module stays free of tracking code.
+
+On N ranks (docs/multiprocess.md) every rank calls the callback at the same steps; the main
+process alone evaluates, keeps the monitor and the best weights and writes the files, and its
+early-stop verdict is broadcast so that every rank stops at the same step.
 
 A run that resumes from a checkpoint keeps its held-out history and collapse monitor: each saved
 checkpoint gets `heldout_state/checkpoint-<N>.json` (history, monitor, best step), read back by
@@ -16,6 +20,7 @@ DVC output owns, and `publish_best` links them into `best_dir` at the end; so `d
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -24,9 +29,11 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from transformers import TrainerCallback
 
+from core import ranks
 from models.collapse import CollapseEvent, CollapseMonitor
 
 log = logging.getLogger(__name__)
@@ -42,7 +49,7 @@ STATE_DIR = "heldout_state"
 
 def _replace_dir(src: Path, dst: Path) -> None:
     """Make `dst` a copy of the folder `src` (hard links where the filesystem allows)."""
-    tmp = dst.with_name(f".{dst.name}.tmp")
+    tmp = dst.with_name(f".{dst.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(src, tmp, copy_function=_link_or_copy)
     shutil.rmtree(dst, ignore_errors=True)
@@ -71,6 +78,8 @@ class HeldoutCallback(TrainerCallback):
         self.sink, self.on_event = sink, on_event
         self.history: list[dict] = []
         self._last_step = -1
+        # Set by `models.grpo.train`: under DeepSpeed ZeRO-3 the weights are gathered for the evaluation.
+        self.trainer: Any = None
 
     def _train_means(self, state) -> dict[str, float | None]:
         logs = [h for h in state.log_history if self._last_step < h.get("step", -1) <= state.global_step]
@@ -81,7 +90,37 @@ class HeldoutCallback(TrainerCallback):
         return out
 
     def _run(self, model, state, control) -> None:
+        """Every rank calls this at the same steps. The main process evaluates, keeps the monitor
+        and the best weights and records (the other ranks wait at the broadcast); its early-stop
+        verdict is broadcast, so every rank stops at the same step."""
+        stop = False
+        with self._full_weights(model) as full:
+            if ranks.is_main():
+                with ranks.local():  # a reward or scorer called here must not wait for other ranks
+                    stop = self._evaluate(full, state)
+        if ranks.broadcast(stop):
+            control.should_training_stop = True
+        self._last_step = state.global_step
+
+    @contextlib.contextmanager
+    def _full_weights(self, model):
+        """`model` itself, or under DeepSpeed ZeRO-3 the unwrapped model with its parameters gathered
+        on every rank for the duration (TRL's helper; a collective, so every rank enters it).
+        Not exercised here: no DeepSpeed on the CPU machine this was written on."""
+        accelerator = getattr(self.trainer, "accelerator", None)
+        plugin = getattr(getattr(accelerator, "state", None), "deepspeed_plugin", None)
+        if plugin is None or getattr(plugin, "zero_stage", None) != 3:
+            yield model
+            return
+        from trl.models.utils import unwrap_model_for_generation
+
+        with unwrap_model_for_generation(self.trainer.model_wrapped, accelerator) as unwrapped:
+            yield unwrapped
+
+    def _evaluate(self, model, state) -> bool:
+        """One held-out evaluation (main process); True when the run should stop early."""
         step = state.global_step
+        stop = False
         was_training = model.training
         model.eval()
         metrics = self.score_fn(model)
@@ -106,19 +145,21 @@ class HeldoutCallback(TrainerCallback):
                     self.on_event(e)
             if self.monitor.should_stop:
                 log.warning("early stop at step %d (collapse.early_stop)", step)
-                control.should_training_stop = True
+                stop = True
         self.history.append(record)
         if self.sink:
             self.sink({k: v for k, v in metrics.items()
                        if isinstance(v, (int, float)) and not math.isnan(v)}, step)
+        return stop
 
     @property
     def _kept_best(self) -> Path | None:
         return None if self.best_dir is None else self.best_dir.with_name(".best")
 
     def _save_best(self, model) -> None:
-        """Best weights to `.best`, atomically: a kill mid-save leaves the previous best whole."""
-        tmp = self._kept_best.with_name(".best.tmp")
+        """Best weights to `.best`, atomically: a kill mid-save leaves the previous best whole.
+        Main process only (`_evaluate`); the temporary name is the process's own anyway."""
+        tmp = self._kept_best.with_name(f".best.tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         model.save_pretrained(tmp)
         if self.tokenizer is not None:
@@ -127,8 +168,8 @@ class HeldoutCallback(TrainerCallback):
         tmp.rename(self._kept_best)
 
     def publish_best(self) -> None:
-        """Link the kept best weights into `best_dir` (the stage output)."""
-        if self._kept_best is not None and self._kept_best.exists():
+        """Link the kept best weights into `best_dir` (the stage output); main process only."""
+        if ranks.is_main() and self._kept_best is not None and self._kept_best.exists():
             _replace_dir(self._kept_best, self.best_dir)
 
     def state_dict(self) -> dict:
@@ -161,9 +202,11 @@ class HeldoutCallback(TrainerCallback):
         return True
 
     def _write_state(self, args, state) -> None:
+        if not ranks.is_main():  # the main process holds the history and the monitor
+            return
         path = self.state_path(Path(args.output_dir) / f"checkpoint-{state.global_step}")
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(self.state_dict()))
         tmp.rename(path)
 
@@ -192,6 +235,10 @@ class MetricsCallback(TrainerCallback):
         self.loggers, self.sink = list(loggers), sink
 
     def on_log(self, args, state, control, logs=None, **kwargs):
+        # The loggers' metrics are global already (each reward gathers its batch across ranks when
+        # it is called); only the main process records them, into its one MLflow run.
+        if not state.is_world_process_zero:
+            return
         metrics = {}
         for obj in self.loggers:
             metrics.update({k: v for k, v in obj.metrics().items() if math.isfinite(v)})

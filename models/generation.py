@@ -9,9 +9,21 @@ import torch
 def generate(model, tokenizer, prompts: list[str], *, num_samples: int = 1, temperature: float = 1.0,
              greedy: bool = False, max_new_tokens: int = 64, batch_size: int = 64,
              seed: int = 0) -> list[list[str]]:
-    """`num_samples` completions per prompt (decoded, special tokens removed), in prompt order."""
-    torch.manual_seed(seed)
+    """`num_samples` completions per prompt (decoded, special tokens removed), in prompt order.
+
+    Sampling is seeded by `seed` inside `torch.random.fork_rng`: the same samples every time, and
+    the caller's RNG streams (TRL's per-rank generation seeds, during a held-out evaluation) are
+    left exactly where they were."""
     device = next(model.parameters()).device
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        return _generate(model, tokenizer, prompts, device, num_samples=num_samples,
+                         temperature=temperature, greedy=greedy, max_new_tokens=max_new_tokens,
+                         batch_size=batch_size)
+
+
+def _generate(model, tokenizer, prompts: list[str], device, *, num_samples: int, temperature: float,
+              greedy: bool, max_new_tokens: int, batch_size: int) -> list[list[str]]:
     out: list[list[str]] = []
     per_batch = max(1, batch_size // (1 if greedy else num_samples))
     for i in range(0, len(prompts), per_batch):
