@@ -3,8 +3,9 @@
 For each prompt, `k` solutions are sampled from the policy; the policy, used as the evaluator with
 RLME's template and each meta-question (params `reward.rlme`), gives P(target) for every solution;
 the AUROC of P(target) against true correctness says whether live self-evaluation carries signal
-(issue 4 asks > 0.75 for the tiny base model). Reported as `self_eval/auroc_q<k>` next to the
-correct rate of the samples (AUROC needs both classes; with one class it is NaN and not logged).
+(the lab aimed for > 0.75 for the tiny base model; it reaches 0.85). Reported as
+`self_eval/auroc_q<k>` next to the correct rate of the samples (AUROC needs both classes; with one
+class it is NaN and not logged).
 """
 
 from __future__ import annotations
@@ -19,16 +20,22 @@ from rewards.verifiable import extract_boxed, rlvr_score
 
 def self_eval_auroc(model, tokenizer, rows: list[dict], rlme_cfg, *, k: int = 2,
                     temperature: float = 1.0, max_new_tokens: int = 64, batch_size: int = 64,
-                    seed: int = 0, judge=None, prefix: str = "self_eval") -> dict[str, float]:
+                    seed: int = 0, judge=None, prefix: str = "self_eval",
+                    chat=None) -> dict[str, float]:
     """AUROC of the policy's P(target | evaluator prompt) against correctness, per meta-question.
 
     `judge` = (model, tokenizer) scores the policy's solutions instead of the policy itself (an
-    external evaluator, e.g. `flows.build_judge`); metrics are named `<prefix>/...`.
+    external evaluator, e.g. `flows.build_judge`); metrics are named `<prefix>/...`. `chat` (a
+    `rewards.chat.ChatFormat`; None = auto) samples through the policy's chat template and asks an
+    evaluator with a template in a user turn, as RLME's reward does.
     """
     from sklearn.metrics import roc_auc_score
 
-    samples = generate(model, tokenizer, [r["prompt"] for r in rows], num_samples=k,
-                       temperature=temperature, max_new_tokens=max_new_tokens,
+    from rewards.chat import ChatFormat
+
+    chat = chat or ChatFormat()
+    samples = generate(model, tokenizer, [chat.render(tokenizer, r["prompt"]) for r in rows],
+                       num_samples=k, temperature=temperature, max_new_tokens=max_new_tokens,
                        batch_size=batch_size, seed=seed)
     pairs = [(r, s) for r, ss in zip(rows, samples) for s in ss]
     correct = np.array([rlvr_score(s, r["answer"]) for r, s in pairs])
@@ -42,7 +49,8 @@ def self_eval_auroc(model, tokenizer, rows: list[dict], rlme_cfg, *, k: int = 2,
                                            length=len(s))
                    for r, s in pairs]
         with torch.no_grad():
-            lp = torch.cat([target_logprobs(model, tokenizer, prompts[i:i + batch_size], q.target + end)
+            lp = torch.cat([target_logprobs(model, tokenizer, prompts[i:i + batch_size], q.target + end,
+                                            chat=chat)
                             for i in range(0, len(prompts), batch_size)]).numpy()
         out[f"{prefix}/p_target_q{q_index}"] = float(np.exp(lp).mean())
         if 0 < correct.sum() < len(correct):

@@ -13,8 +13,15 @@ from pathlib import Path
 import numpy as np
 
 from evals.metrics import aggregate, self_bleu
-from evals.registry import (BENCHMARKS, VERSION, Benchmark, ExternalBenchmark, benchmark_rows,
-                            headline_key, parse_spec)
+from evals.registry import (
+    BENCHMARKS,
+    VERSION,
+    Benchmark,
+    ExternalBenchmark,
+    benchmark_rows,
+    headline_key,
+    parse_spec,
+)
 from models.generation import generate
 
 __all__ = ["BENCHMARKS", "VERSION", "Benchmark", "ExternalBenchmark", "evaluate_policy",
@@ -23,12 +30,26 @@ __all__ = ["BENCHMARKS", "VERSION", "Benchmark", "ExternalBenchmark", "evaluate_
 
 def evaluate_policy(model, tokenizer, prepared: Path, benchmarks: list[str], ev, seed: int, *,
                     split: str = "test", n: int | None = None, k: int | None = None,
-                    greedy: bool = True) -> dict:
+                    greedy: bool = True, chat=None) -> dict:
     """Metrics `<benchmark>/<metric>` pooled over rows, plus mean length, row count and self-BLEU.
 
     `benchmarks` holds registry names and `"<name>:<path>"` specs. Every benchmark's rows are
     loaded and checked before the first generation, so a bad spec or row fails in seconds.
+    `chat` (a `rewards.chat.ChatFormat`; None = auto) renders the prompts through the tokenizer's
+    chat template as training does; with a template, a sample is scored (and measured) on its
+    visible answer, the text after its think block (`rewards.chat.strip_thinking`).
     """
+    from rewards.chat import ChatFormat, strip_thinking
+
+    chat = chat or ChatFormat()
+    templated = chat.applies(tokenizer)
+
+    def sample(prompts: list[str], **kwargs) -> list[list[str]]:
+        if not templated:
+            return generate(model, tokenizer, prompts, **kwargs)
+        rendered = [chat.render(tokenizer, p) for p in prompts]
+        return [[strip_thinking(t) for t in ts] for ts in generate(model, tokenizer, rendered, **kwargs)]
+
     loaded: dict[str, list[dict]] = {}
     for spec in benchmarks:
         name = parse_spec(spec)[0]
@@ -41,9 +62,8 @@ def evaluate_policy(model, tokenizer, prepared: Path, benchmarks: list[str], ev,
     for name, rows in loaded.items():
         score = BENCHMARKS[name].score
         prompts = [r["prompt"] for r in rows]
-        samples = generate(model, tokenizer, prompts, num_samples=num_samples,
-                           temperature=ev.temperature, **kw)
-        greedy_out = ([g[0] for g in generate(model, tokenizer, prompts, greedy=True, **kw)]
+        samples = sample(prompts, num_samples=num_samples, temperature=ev.temperature, **kw)
+        greedy_out = ([g[0] for g in sample(prompts, greedy=True, **kw)]
                       if greedy else [""] * len(rows))
         per_row = [score(r, s, g) for r, s, g in zip(rows, samples, greedy_out)]
         out.update({f"{name}/{key}": v for key, v in aggregate(per_row, keep_greedy=greedy).items()})
