@@ -1,4 +1,4 @@
-"""GenRM benchmarks (SPEC 6, paper 001 §2.3): the tiny world's `pairs` and HelpSteer3-style files.
+"""GenRM benchmarks (paper 001 §2.3): the tiny world's `pairs` and HelpSteer3-style files.
 
 The policy under test is a generative reward model. Per row, its sampled outputs are scored by
 :func:`rewards.genrm.score_outputs`, the same parsing and malformed rule as the training reward:
@@ -7,7 +7,13 @@ The policy under test is a generative reward model. Per row, its sampled outputs
 - ``rc``: rationale consistency, matched total / |R_h| with only the first ``top_k`` = 5 reasons
   (the paper's Top-5 evaluation rule), lexical matcher by default, averaged over samples then rows
   (paper Eq. 2 is a mean over examples);
-- ``ap``: AP (the training reward's rationale part) on the same top-5 reasons;
+- ``ap``: AP (the training reward's rationale part, paper Eq. 3, one-to-one) on the same top-5
+  reasons;
+- ``ap_script``, ``precision``, ``recall``, ``f1``: the same reasons scored as the paper's public
+  analysis script does (best score per model reason, not one-to-one; AP averaged over the matched
+  reasons only), so the lab's numbers can be set beside published ones
+  (:func:`rewards.rationale.script_metrics`). The reward keeps Eq. 3: one vague reason cannot
+  collect credit for several human reasons, and an unmatched reason ranked first costs AP;
 - ``malformed_rate``: share of samples with no verdict or no reasons (they score 0 above);
 - ``greedy_*``: the same for the greedy output.
 
@@ -38,8 +44,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from core.io import DataError
+
 # (where, row) pairs, where = "file:line" (JSONL) or "file: row i" (Parquet)
-from world.external import _load as load_located
+from world.external import load_located
 from world.pairs import genrm_prompt
 
 if TYPE_CHECKING:
@@ -47,7 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TOP_K", "helpsteer3_rows", "make_pairs_scorer", "score_pairs"]
 
-#: Reasons kept at evaluation (paper 001 §2.3, SPEC 6 "top-5 reasons").
+#: Reasons kept at evaluation (paper 001 §2.3, "Top-5").
 TOP_K = 5
 
 
@@ -55,12 +62,12 @@ def make_pairs_scorer(matcher: Matcher | None = None, top_k: int | None = TOP_K
                       ) -> Callable[[dict, list[str], str], dict]:
     """A registry scorer (row, samples, greedy) -> metrics for GenRM rows with this matcher.
 
-    The scoring modules are imported on the first call: they import scipy, and the registry (hence
-    this module) is imported whenever params.yaml is validated.
+    The scoring modules are imported on the first call: they import scipy, which importing the
+    benchmark registry (hence this module) should not.
     """
 
     def score(row: dict, samples: list[str], greedy: str) -> dict:
-        from rewards.genrm import score_outputs
+        from rewards.genrm import SCRIPT_KEYS, score_outputs
         from rewards.matchers import LexicalMatcher
 
         checklist, label = row["checklist"], row["label"]
@@ -72,6 +79,10 @@ def make_pairs_scorer(matcher: Matcher | None = None, top_k: int | None = TOP_K
             "outcome_acc": float(np.mean([s.outcome for s in sampled])),
             "rc": float(np.mean([s.rc for s in sampled])),
             "ap": float(np.mean([s.ap for s in sampled])),
+            # The same reasons scored as the paper's analysis script does (not one-to-one, AP over
+            # matched reasons only): comparable with published MetaJudge numbers.
+            **{k: float(np.mean([(s.script or {}).get(k, 0.0) for s in sampled]))
+               for k in SCRIPT_KEYS},
             "malformed_rate": float(np.mean([s.malformed for s in sampled])),
             "greedy_outcome_acc": best.outcome,
             "greedy_rc": best.rc,

@@ -1,31 +1,16 @@
-"""`rationale`: the GenRM's TRL reward (paper 001 §3.1) and the per-output scoring it shares
+"""`rationale`: the GenRM's TRL reward (paper 001 §4.1) and the per-output scoring it shares
 with evaluation (`evals.pairs`).
 
 The policy here IS the generative reward model: it reads a context and responses A and B, lists
 reasons by importance, then a boxed verdict. :class:`GenrmReward` parses each output into its
-ordered reasons (:func:`rewards.rationale.parse_reasons`) and verdict
-(:func:`rewards.rationale.parse_verdict`), scores the reasons against the row's human checklist
-with a matcher (:mod:`rewards.matchers`), and pays by ``mode``:
+ordered reasons and verdict (:mod:`rewards.rationale`), scores the reasons against the row's human
+checklist with a matcher (:mod:`rewards.matchers`), and pays by ``mode``: ``hybrid`` (the method,
+AP x outcome), ``outcome`` (variant ``genrm_outcome``) or ``ap_only`` (variant
+``rationale_ap_only``, the hacking mode the paper warns of). Nothing here knows the tiny world: the
+checklist and label column names are parameters.
 
-- ``outcome`` (variant ``genrm_outcome``): R_outcome, 1 if the verdict's direction matches the label;
-- ``hybrid`` (the method, paper Eq. 4): AP x R_outcome, reasons count only with the right verdict;
-- ``ap_only`` (variant ``rationale_ap_only``): AP alone, the hacking mode the paper warns of.
-
-Choices that are ours:
-
-- A malformed output (no verdict box, or no numbered/bulleted reason before it) gets 0 in every
-  mode, not None: the output is the GenRM's to get right, so it must be penalised (None is kept
-  for "does not apply"). Such outputs are counted (``malformed`` in :meth:`metrics`).
-  For the logged means they count as AP 0 and outcome 0.
-- A row without a checklist gets None in ``hybrid`` / ``ap_only`` (AP is undefined, |R_h| = 0),
-  the outcome reward in ``outcome`` mode.
-- AP and outcome are computed in every mode and logged (``genrm/ap``,
-  ``genrm/outcome_acc``), so an outcome-only run shows whether its rationales drift (the
-  paper's Table 4 decline). With the ``llm`` matcher this means outcome runs still call the judge.
-- Training scores all of the model's reasons (the paper: "we do not impose this [Top-5]
-  constraint during training"); evaluation passes ``top_k`` (5).
-
-Nothing here knows the tiny world: the checklist and label column names are parameters.
+Decisions and their reasons (malformed outputs, rows without a checklist, what is logged):
+docs/methods/rationale.md.
 """
 
 from __future__ import annotations
@@ -37,6 +22,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from core import ranks
+from rewards.chat import strip_thinking
 from rewards.matchers import Matcher, make_matcher
 from rewards.rationale import (
     hybrid_reward,
@@ -45,6 +32,7 @@ from rewards.rationale import (
     parse_reasons,
     parse_verdict,
     rationale_ap,
+    script_metrics,
 )
 from rewards.verifiable import completion_text
 
@@ -54,6 +42,7 @@ VERSION = "1"
 
 Mode = Literal["outcome", "hybrid", "ap_only"]
 MODES = ("outcome", "hybrid", "ap_only")
+SCRIPT_KEYS = ("ap_script", "precision", "recall", "f1")
 
 
 @dataclass(frozen=True)
@@ -66,6 +55,9 @@ class GenrmScore:
     outcome: float
     ap: float | None
     rc: float | None
+    # AP, precision, recall, F1 as the paper's analysis script computes them (evaluation only;
+    # :func:`rewards.rationale.script_metrics`); None without a checklist.
+    script: dict[str, float] | None = None
 
     def reward(self, mode: Mode) -> float | None:
         """The training reward of this output in ``mode`` (0 for a malformed output)."""
@@ -96,23 +88,26 @@ def score_outputs(texts: Sequence[str], checklists: Sequence[Sequence[str] | Non
     The matcher sees the whole batch at once (``Matcher.many``). AP (paper Eq. 3) and RC (matched
     total / |R_h|, paper Eq. 2 for one example) come from the same S.
     """
-    parsed = [parse_output(completion_text(t)) for t in texts]
+    # A reasoning GenRM's reasons and verdict are its reply, after the think block.
+    parsed = [parse_output(strip_thinking(completion_text(t))) for t in texts]
     reasons = [r if top_k is None else r[:top_k] for _, r in parsed]
     malformed = [v is None or not r for (v, _), r in zip(parsed, reasons)]
-    todo = [i for i, (bad, c) in enumerate(zip(malformed, checklists)) if not bad and c]
-    matrices = dict(zip(todo, matcher.many([(list(checklists[i]), reasons[i]) for i in todo])))
+    todo = [(i, list(c)) for i, (bad, c) in enumerate(zip(malformed, checklists)) if not bad and c]
+    matrices = dict(zip([i for i, _ in todo], matcher.many([(c, reasons[i]) for i, c in todo])))
     out = []
     for i, ((verdict, _), label) in enumerate(zip(parsed, labels)):
         has_checklist = bool(checklists[i])
         if malformed[i]:
             zero = 0.0 if has_checklist else None
-            out.append(GenrmScore(verdict, tuple(reasons[i]), True, 0.0, zero, zero))
+            script = dict.fromkeys(SCRIPT_KEYS, 0.0) if has_checklist else None
+            out.append(GenrmScore(verdict, tuple(reasons[i]), True, 0.0, zero, zero, script))
             continue
         S = matrices.get(i)
         ap = rationale_ap(S) if S is not None else None
         rc = optimal_matching(S)[0] / S.shape[0] if S is not None else None
+        script = script_metrics(S) if S is not None else None
         out.append(GenrmScore(verdict, tuple(reasons[i]), False, outcome_reward(verdict, label),
-                              ap, rc))
+                              ap, rc, script))
     return out
 
 
@@ -150,16 +145,19 @@ class GenrmReward:
         if not len(checklists) == len(labels) == len(completions):
             raise ValueError(f"{len(completions)} completions but {len(checklists)} checklists "
                              f"and {len(labels)} labels")
-        self.last = score_outputs(completions, checklists, labels, self.matcher)
+        scores = score_outputs(completions, checklists, labels, self.matcher)
+        # Metrics and counts over the global batch (every rank's scores, rank order); the matcher's
+        # own counters (`genrm/matcher_*`) stay this process's.
+        self.last = [s for part in ranks.gather_objects(scores) for s in part]
         self.seen += len(self.last)
         self.malformed += sum(s.malformed for s in self.last)
-        return [s.reward(self.mode) for s in self.last]
+        return [s.reward(self.mode) for s in scores]
 
     def metrics(self) -> dict[str, float]:
         """Last batch: mean AP, outcome accuracy, malformed rate; plus running malformed count.
 
         Keys ``genrm/...`` (the matcher's counters as ``genrm/matcher_...``), the prefix the
-        training curves keep (``flows.train._METHOD_LOGS``).
+        training curves keep (the ``rationale`` entry's ``metrics`` in ``core.methods``).
 
         >>> r = GenrmReward()
         >>> r([""] * 2, ["1. The step is wrong. \\\\boxed{A>B}", "no verdict"],
@@ -182,15 +180,12 @@ class GenrmReward:
 def build(ctx: Any) -> Any:
     """The `rationale` method's plan: one GenrmReward, also logged as a metrics source.
 
-    ``ctx.cfg`` is ``params.reward.rationale`` (mode, matcher). For the ``llm`` matcher the judge
-    settings are ``ctx.cfg.llm`` (a :class:`synthesis.config.LlmSettings`) when params has that
-    key, else the defaults of :func:`rewards.matchers.default_judge_settings`.
+    ``ctx.cfg`` is ``params.reward.rationale`` (mode, matcher). The ``llm`` matcher reaches its
+    judge with :func:`rewards.matchers.default_judge_settings` (endpoint and key from the
+    environment).
     """
     from rewards import MethodPlan
 
     cfg = ctx.cfg
-    kwargs = {}
-    if cfg.matcher == "llm" and getattr(cfg, "llm", None) is not None:
-        kwargs["settings"] = cfg.llm
-    reward = GenrmReward(mode=cfg.mode, matcher=make_matcher(cfg.matcher, **kwargs))
+    reward = GenrmReward(mode=cfg.mode, matcher=make_matcher(cfg.matcher))
     return MethodPlan(reward_funcs=[reward], loggers=[reward])

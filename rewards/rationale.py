@@ -1,4 +1,4 @@
-"""Rationale consistency (MetaJudge) and the hybrid GenRM reward (SPEC 6, paper 001).
+"""Rationale consistency (MetaJudge) and the hybrid GenRM reward (paper 001).
 
 A generative reward model (GenRM) compares responses A and B, lists its reasons in order of
 importance and ends with a verdict ``\\boxed{A>>B}`` / ``A>B`` / ``A=B`` / ``B>A`` / ``B>>A``.
@@ -11,14 +11,13 @@ human reason i.
   collect credit for several human reasons.
 - Rationale consistency (RC, §2.3) = mean over examples of matched total / |R_h|; evaluation
   keeps the model's first five reasons (§2.3, "Top-5").
-- ``rationale_ap`` (§3.1, Eq. 3) rewards putting the human-aligned reasons first. SPEC 6 uses the
-  soft indicator I(k) = S[i, k] of the matched pair (the paper's I(k) is 0/1); SPEC wins.
-- ``hybrid_reward`` = AP x outcome (§3.1): AP alone is hackable (§4.2 ablation note).
+- ``rationale_ap`` (§4.1, Eq. 3) rewards putting the human-aligned reasons first, with the soft
+  indicator I(k) = S[i, k] of the matched pair (ours; the paper's I(k) is 0/1).
+- ``hybrid_reward`` = AP x outcome (§4.1, Eq. 4): AP alone is hackable (§4.3 ablation note).
 
-**(ours)**: ``parse_verdict`` also reads the mirrored spellings ``A<B``, ``A<<B``, ``B<A``,
-``B<<A`` and ``B=A`` (paper 001's own Table 1 writes ``\\boxed{A<B}``) and returns the canonical
-SPEC form. ``lexical_matcher`` is the tiny-world matcher backend (SPEC 6 ``lexical``); it only
-compares words, so it works on any text.
+``parse_verdict`` also reads mirrored spellings (``A<B``, ``B<<A``, ``B=A``, ...) and returns the
+canonical form; ``lexical_matcher`` is the tiny-world matcher backend. Decisions and their reasons:
+docs/methods/rationale.md.
 """
 
 from __future__ import annotations
@@ -115,6 +114,44 @@ def rationale_ap(S: object) -> float:
         hits[j] = matrix[i, j]
     precision = np.cumsum(hits) / np.arange(1, n_model + 1)
     return float((precision * hits).sum() / n_human)
+
+
+def script_metrics(S: object) -> dict[str, float]:
+    """AP, precision, recall and F1 as the rationale paper's public analysis script computes them
+    (``metajudge_analysis.py``, ``calculate_metrics``), to set our numbers beside published ones.
+
+    The script differs from the paper's Eq. 3 (:func:`rationale_ap`, what the GenRM reward uses):
+    each model reason j gets its best score over the human reasons, b_j = max_i S[i, j] (several
+    model reasons may take the same human reason: not one-to-one); only matched reasons (b_j > 0)
+    are kept, in output order, and AP averages P@i over them alone:
+    ``ap_script = sum_i (sum_{j <= i} b_j / i) / |matched|``, so unmatched reasons do not dilute
+    the positions. Precision = sum_j b_j / |R_model|, recall = sum_i max_j S[i, j] / |R_h|, F1
+    their harmonic mean (0 when both are 0). This follows the script's rule as the lab read it;
+    the script itself is not shipped here.
+
+    Worked example (two human reasons matched by model reasons 2 and 3): Eq. 3 gives 7/12 = 0.583,
+    the script 1.0.
+
+    >>> m = script_metrics([[0, 1, 0], [0, 0, 1]])
+    >>> m["ap_script"], round(rationale_ap([[0, 1, 0], [0, 0, 1]]), 3)
+    (1.0, 0.583)
+    >>> round(m["precision"], 3), m["recall"], m["f1"]
+    (0.667, 1.0, 0.8)
+    >>> script_metrics([[1, 1]])["ap_script"], script_metrics([[1, 1]])["recall"]  # one human reason, twice
+    (1.0, 1.0)
+    """
+    matrix = _score_matrix(S)
+    n_human = _n_human(matrix)
+    n_model = matrix.shape[1]
+    if n_model == 0:
+        return {"ap_script": 0.0, "precision": 0.0, "recall": 0.0, "f1": 0.0}
+    best = matrix.max(axis=0)
+    matched = best[best > 0]
+    ap = float(np.mean(np.cumsum(matched) / np.arange(1, len(matched) + 1))) if len(matched) else 0.0
+    precision = float(best.sum() / n_model)
+    recall = float(matrix.max(axis=1).sum() / n_human)
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+    return {"ap_script": ap, "precision": precision, "recall": recall, "f1": float(f1)}
 
 
 def rationale_consistency(list_of_S: Sequence[object], top_k: int | None = 5) -> float:
@@ -240,9 +277,9 @@ def parse_reasons(text: str) -> list[str]:
             break
     reasons = []
     for line in text[:cut].splitlines():
-        match = _REASON.match(line)
-        if match is not None:
-            reasons.append(match.group(1).strip())
+        reason = _REASON.match(line)
+        if reason is not None:
+            reasons.append(reason.group(1).strip())
     return reasons
 
 
@@ -258,7 +295,7 @@ def _tokens(text: str) -> frozenset[str]:
 
 
 def lexical_matcher(human: Sequence[str], model: Sequence[str]) -> np.ndarray:
-    """Lexical backend of the reason matcher (SPEC 6 ``lexical``): token-set F1 in [0, 1].
+    """Lexical backend of the reason matcher (backend ``lexical``): token-set F1 in [0, 1].
 
     S[i, j] = 2 |H_i & M_j| / (|H_i| + |M_j|), where H_i and M_j are the sets of lowercase words
     (two letters or more) and whole numbers of human reason i and model reason j, minus a few

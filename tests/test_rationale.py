@@ -1,4 +1,4 @@
-"""Rationale consistency / MetaJudge (rewards/rationale.py, SPEC 6): hand-computed examples."""
+"""Rationale consistency / MetaJudge (rewards/rationale.py): hand-computed examples."""
 
 from __future__ import annotations
 
@@ -264,3 +264,31 @@ def test_end_to_end_genrm_output() -> None:
     outcome = outcome_reward(parse_verdict(output), "A")
     assert outcome == 1.0
     assert hybrid_reward(rationale_ap(S), outcome) == pytest.approx(1.0)
+
+
+def test_script_metrics_differ_from_eq3_as_the_analysis_script_does():
+    """The issue's worked example: two human reasons matched by model reasons 2 and 3 give 0.583
+    by Eq. 3 and 1.0 by the script; a vague reason matching two human reasons counts twice in the
+    script's recall but once in the one-to-one RC."""
+    from rewards.rationale import optimal_matching, rationale_ap, script_metrics
+
+    S = [[0, 1, 0], [0, 0, 1]]
+    assert round(rationale_ap(S), 3) == 0.583 and script_metrics(S)["ap_script"] == 1.0
+    vague = [[1.0], [1.0]]  # one model reason achieves both human reasons
+    assert script_metrics(vague)["recall"] == 1.0 and optimal_matching(vague)[0] / 2 == 0.5
+    assert script_metrics([[0.0, 0.0]]) == {"ap_script": 0.0, "precision": 0.0, "recall": 0.0, "f1": 0.0}
+    assert script_metrics(np.zeros((2, 0)))["f1"] == 0.0
+    with pytest.raises(ValueError, match="nan"):
+        script_metrics([[float("nan")]])
+    with pytest.raises(ValueError, match="empty"):
+        script_metrics(np.zeros((0, 2)))
+
+
+def test_pairs_evaluation_reports_both_ap_definitions():
+    from evals.pairs import score_pairs
+
+    row = {"checklist": ["response a is correct", "response b has a wrong sum"], "label": "A"}
+    out = "1. the weather\n2. response b has a wrong sum\n3. response a is correct\n\\boxed{A>B}"
+    m = score_pairs(row, [out], out)
+    assert m["ap"] < m["ap_script"] == 1.0
+    assert {"precision", "recall", "f1"} <= set(m)
