@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import html
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -835,6 +836,9 @@ def report(params: Params, out_dir: Path = paths.REPORTS, data_dir: Path = paths
         tracking.setup()
         with tracking.run("report", {"stage": "report", "git_commit": tracking.git_commit()}):
             tracking.log_artifacts(Path(out_dir))
+        # The saved comparison of held-out accuracy across methods (the experiment's description),
+        # set up by `dvc repro` and the Prefect pipeline alike, since both run this stage.
+        tracking.save_comparison(os.environ.get(tracking.PARENT_ENV))
     return agg
 
 

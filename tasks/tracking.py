@@ -197,3 +197,59 @@ def log_artifacts(folder: Path) -> None:
     import mlflow
 
     mlflow.log_artifacts(str(folder), artifact_path=Path(folder).name)
+
+
+# The held-out headline metric of each task, as the training runs log it (MLflow names hold no `@`).
+HEADLINE_CURVES = {"arith": "heldout/arith/pass_at_1", "facts": "heldout/facts/coverage",
+                   "pairs": "heldout/pairs/rc"}
+
+
+def comparison_link(experiment_id: str, run_ids: list[str], metric: str) -> str:
+    """The MLflow UI's metric page with `metric` of every run in `run_ids` overlaid on one chart
+    (a URL fragment of the UI's own route, so it works on any tracking server).
+
+    >>> link = comparison_link("1", ["a", "b"], "heldout/arith/pass_at_1")
+    >>> link.startswith('#/metric/heldout%2Farith%2Fpass_at_1?runs=%5B%22a%22%2C%22b%22%5D&')
+    True
+    """
+    import json
+    from urllib.parse import quote, urlencode
+
+    query = {"runs": json.dumps(run_ids, separators=(",", ":")),
+             "experiments": json.dumps([experiment_id]),
+             "plot_metric_keys": json.dumps([metric]), "plot_layout": "{}", "x_axis": "step",
+             "y_axis_scale": "linear", "line_smoothness": "1", "show_point": "false",
+             "deselected_curves": "[]", "last_linear_y_axis_range": "[]"}
+    return f"#/metric/{quote(metric, safe='')}?{urlencode(query, quote_via=quote)}"
+
+
+def save_comparison(parent_run_id: str | None = None) -> str:
+    """Set up the saved comparison of held-out accuracy across methods: for each task, a link to
+    one chart of its headline held-out curve with the newest training run of every (method,
+    seed) on that task overlaid. The links go into the experiment's description (shown above the
+    runs table) and the pipeline invocation's parent run note. Returns the markdown."""
+    from mlflow.tracking import MlflowClient
+
+    setup()
+    client = MlflowClient()
+    exp = client.get_experiment_by_name(os.environ["MLFLOW_EXPERIMENT_NAME"])
+    newest: dict[tuple[str, str], object] = {}
+    for r in previous_runs({"stage": "train"}):  # newest first
+        key = (r.data.tags.get("reward_method", ""), r.data.tags.get("seed", ""))
+        newest.setdefault(key, r)
+    by_task: dict[str, list] = {}
+    for (_method, _seed), r in sorted(newest.items()):
+        by_task.setdefault(r.data.tags.get("task", ""), []).append(r)
+    lines = ["### Held-out accuracy, every method (saved by the pipeline)", ""]
+    for task, runs in by_task.items():
+        metric = HEADLINE_CURVES.get(task)
+        if metric is None:
+            continue
+        names = ", ".join(sorted({r.data.tags.get("reward_method", "?") for r in runs}))
+        link = comparison_link(exp.experiment_id, [r.info.run_id for r in runs], metric)
+        lines.append(f"- [{task}: `{metric}`, {len(runs)} runs ({names})]({link})")
+    text = "\n".join(lines) + "\n"
+    client.set_experiment_tag(exp.experiment_id, "mlflow.note.content", text)
+    if parent_run_id:
+        client.set_tag(parent_run_id, "mlflow.note.content", text)
+    return text

@@ -108,6 +108,9 @@ def test_mlflow_runs_have_tags_curves_and_weights(clone):
     assert "test/arith/pass_at_1" in run.data.metrics  # the evaluate stage logged into the same run
     arts = [a.path for a in client.list_artifacts(run.info.run_id, "final_model")]
     assert "final_model/model.safetensors" in arts
+    # The report stage saved the comparison: one chart link per task, every train run on it.
+    note = exp.tags.get("mlflow.note.content", "")
+    assert "heldout%2Farith%2Fpass_at_1" in note and by_method["rlme"].info.run_id in note
 
 
 def test_changing_the_test_budget_reevaluates_without_retraining(clone):
@@ -322,4 +325,35 @@ def test_an_rlme_edit_reruns_only_the_rlme_family(clone):
             *(f"{s}@{m}-0" for m in methods for s in ("train", "evaluate"))}
     finally:
         sh("git checkout -- params.yaml rewards", d, env)
+        sh([dvc, "repro"], d, env)
+
+
+def test_dvc_experiments_compare_on_the_results(clone):
+    """`dvc exp run -S key=value` works (DVC rewrites params.yaml without its comments and quotes,
+    and the params still load), `dvc exp show` shows the experiment's metrics (no `!`), and
+    `dvc metrics show` is one row per evaluation with the results' columns only."""
+    d, env = clone
+    dvc = str(BIN / "dvc")
+    try:
+        sh([dvc, "exp", "run", "-n", "arith-only", "-S", "eval.benchmarks=[arith]"], d, env)
+        sh([sys.executable, "-c", "from core.params import load; load()"], d, env)
+        shown = json.loads(sh([dvc, "exp", "show", "--json"], d, env))
+        exps = [e for rev in shown for e in (rev.get("experiments") or [])]
+        assert exps, shown
+        data = exps[0]["revs"][0]["data"]
+        assert data["name"] == "arith-only"
+        metrics = data["metrics"]
+        run = metrics["data/eval/rlvr/seed0/metrics.json"]
+        assert "error" not in run and 0.0 <= run["data"]["arith/pass@1"] <= 1.0
+        assert "arith_cf/cheat_rate" not in run["data"]  # the experiment's own evaluation
+        table = sh([dvc, "exp", "show", "--no-pager", "--drop", ".*", "--keep",
+                    "Experiment|arith/pass@1$|self_eval/auroc_q0"], d, env)
+        assert "arith-only" in table and "arith/pass@1" in table and "!" not in table
+        rows = sh([dvc, "metrics", "show"], d, env).splitlines()
+        assert not any(r.startswith(("reports/", "benchmarks/", "data/base_model_info")) for r in rows)
+        assert {r.split()[0] for r in rows[1:] if r.strip()} >= {
+            "data/eval/base/metrics.json", "data/eval/rlvr/seed0/metrics.json"}
+        assert len(rows[0].split()) < 60, rows[0]
+    finally:
+        sh("git checkout -- params.yaml", d, env)
         sh([dvc, "repro"], d, env)
