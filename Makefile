@@ -31,7 +31,9 @@ study: setup  ## the study of record: every method x every seed (what `dvc repro
 results: setup  ## the README's results table from the metrics files in git
 	$(PY) -m flows.report --readme README.md
 
-test: setup  ## the fast default suite
+test: setup  ## lint (ruff), type-check (mypy: core/, rewards/), then the fast default suite
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
 
 test-slow: setup  ## tiny-model training, dvc repro of the micro preset, Prefect server

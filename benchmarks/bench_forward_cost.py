@@ -1,10 +1,10 @@
 """Extra forward passes of the model-scored rewards against the policy's own log-prob pass.
 
-DRO (SPEC 4 "Cost") and RLME (issue 4) score a generation batch with the model: DRO's P (every
-reference token's probability after every rollout's CoT) and RLME's evaluator log P(target) per
-meta-question must each come from ONE batched forward pass. Their price is then about one more
-forward pass over the batch, the same order as the per-token log-prob pass TRL makes over prompt +
-completion for the loss. This script measures them on the same batch, in one run, with
+DRO and RLME score a generation batch with the model: DRO's P (every reference token's probability
+after every rollout's CoT) and RLME's evaluator log P(target) per meta-question must each come from
+ONE batched forward pass (docs/methods/dro.md, docs/methods/rlme.md). Their price is then about
+one more forward pass over the batch, the same order as the per-token log-prob pass TRL makes over
+prompt + completion for the loss. This script measures them on the same batch, in one run, with
 interleaved repeats and medians:
 
 - ``DRO P pass``: :func:`models.dro_trainer.score_rollouts` as :class:`DroGRPOTrainer` runs it
@@ -27,7 +27,7 @@ model writes no answer marker, so its whole completion is the CoT: the dearest c
     python -m benchmarks.bench_forward_cost [--repeats 15] [--rollouts 32] [--new-tokens 64]
 
 Prints a table and writes ``benchmarks/results/forward_cost.json`` (git-tracked, a DVC metric).
-Target (issue 6): DRO's P pass <= 1.3x the policy pass.
+Target (set by the lab): DRO's P pass <= 1.3x the policy pass.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def make_trainer(params, model, tokenizer, rows: list[dict], work: Path):
 
     family, cfg = params.method_config("dro")
     g = params.method_grpo("dro")
-    plan = build(MethodContext(name="dro", family=family, cfg=cfg, grpo=g, params=params, seed=params.seed))
+    plan = build(MethodContext(name="dro", family=family, cfg=cfg, grpo=g, seed=params.seed))
     args = grpo_config(g, seed=params.seed, output_dir=work / "trainer")
     return plan.trainer_cls(model=model, reward_funcs=plan.reward_funcs, args=args,
                             train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
@@ -98,7 +98,7 @@ def rlme_reward(params, model, tokenizer):
 
     family, cfg = params.method_config("rlme")
     ctx = MethodContext(name="rlme", family=family, cfg=cfg, grpo=params.method_grpo("rlme"),
-                        params=params, seed=params.seed, policy=model, tokenizer=tokenizer)
+                        seed=params.seed, policy=model, tokenizer=tokenizer)
     return build(ctx).reward_funcs[0]
 
 
@@ -223,7 +223,8 @@ def main() -> None:
     res["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     write_json(ROOT / "benchmarks" / "results" / "forward_cost.json", res)
     verdict = "within" if res["ratio_p_vs_policy"] <= TARGET_RATIO else "OVER"
-    print(f"Model-scored rewards vs the policy's log-prob pass ({res['model']}, {res['parameters'] / 1e6:.2f}M parameters, "
+    print(f"Model-scored rewards vs the policy's log-prob pass ({res['model']}, "
+          f"{res['parameters'] / 1e6:.2f}M parameters, "
           f"{res['rollouts']} rollouts x {res['completion_tokens']} tokens, prompt ~"
           f"{res['prompt_tokens_mean']:.0f}, reference ~{res['reference_tokens_mean']:.0f} tokens; "
           f"median of {res['repeats']} interleaved rounds, {res['torch_threads']} threads)")

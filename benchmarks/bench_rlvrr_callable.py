@@ -1,4 +1,4 @@
-"""End-to-end cost of the `rlvrr_chain` TRL reward callable per completion (SPEC.md sections 3, 8).
+"""End-to-end cost of the `rlvrr_chain` TRL reward callable per completion (paper 002 §5.4).
 
 Extends ``bench_rlvrr_scoring`` (the pure scoring functions) to what training actually calls:
 :class:`rewards.rlvrr.RlvrrReward` on a generation batch of ``--prompts`` x ``--generations``
@@ -75,8 +75,8 @@ def long_scenario(rng: random.Random, n_prompts: int, generations: int, rounds: 
 def facts_scenario(rng: random.Random, n_prompts: int, generations: int, rounds: int):
     """Rule-backend components of the tiny world's facts prompts; demonstrations as completions."""
     from core.io import read_jsonl
+    from core.params import SynthesizeConfig
     from synthesis import synthesize
-    from synthesis.config import SynthesizeConfig
 
     source = read_jsonl(FACTS)[: max(n_prompts * rounds, 64)]
     components, _ = synthesize(source, SynthesizeConfig())

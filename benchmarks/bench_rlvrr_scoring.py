@@ -1,4 +1,4 @@
-"""Per-completion cost of the RLVRR reward (SPEC.md sections 3, 8 and 9).
+"""Per-completion cost of the RLVRR reward (docs/methods/rlvrr.md, docs/methods/shared.md).
 
 Question: is the reference reward chain cheap enough that its overhead stays in the ~1% range
 paper 002 reports (section 4, 0.71%)? The content part is pure Python (regex + LCS); the style

@@ -1,10 +1,11 @@
-"""Reward overhead of each registered method against `random` (SPEC 8), measured in one run.
+"""Reward overhead of each registered method against `random`, measured in one run.
 
 For each method, blocks of GRPO steps run on the same base model, data and seed; blocks of the
 methods are interleaved (random, rlvr, random, rlvr, ...) so machine noise hits all of them alike.
 Each block runs in a fresh spawned process, so its peak RSS is its own. Per method it reports the
-median GRPO step wall time (generation, reward, loss and update, timed by a callback), the reward time per completion (the method's reward
-callables, timed around each call), the overhead against `random`, and the peak memory.
+median GRPO step wall time (generation, reward, loss and update, timed by a callback), the reward
+time per completion (the method's reward callables, timed around each call), the overhead against
+`random`, and the peak memory.
 
     python -m benchmarks.reward_overhead --steps 8 --repeats 2 [--preset ci]
 

@@ -8,15 +8,22 @@ overrides are merged over the file before validation; CI uses the `ci` preset to
 from __future__ import annotations
 
 import copy
-import re
 import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
-from synthesis.config import SynthesizeConfig  # torch- and sklearn-free
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 PARAMS_FILE = ROOT / "params.yaml"
@@ -46,7 +53,7 @@ def template_fields(template: str) -> list[str]:
     return names
 
 
-def _placeholders(template: str, allowed: tuple[str, ...]) -> str:
+def check_placeholders(template: str, allowed: tuple[str, ...]) -> str:
     """`template` if it uses only `allowed` placeholders (literal braces are written {{ }})."""
     try:
         fields = template_fields(template)
@@ -101,10 +108,13 @@ SolutionKind = Literal["correct", "sloppy", "slip", "cut", "chain_break", "wrong
                       "wrong_start", "missing_step"]
 
 
+def _default_kinds() -> dict[SolutionKind, float]:
+    return {"correct": 45, "sloppy": 25, "slip": 20, "cut": 10}
+
+
 class EvaluatorWorld(Strict):
     per_problem: int = Field(default=1, ge=1)
-    kinds: dict[SolutionKind, float] = Field(
-        default_factory=lambda: {"correct": 45, "sloppy": 25, "slip": 20, "cut": 10})
+    kinds: dict[SolutionKind, float] = Field(default_factory=_default_kinds)
 
     @field_validator("kinds")
     @classmethod
@@ -133,6 +143,57 @@ class ExternalData(Strict):
 class Data(Strict):
     source: Literal["tiny", "external"]
     external: ExternalData
+
+
+class LlmSettings(Strict):
+    """How the `llm` backend reaches a model: a local checkpoint in process, or an HTTP endpoint."""
+
+    # A local transformers causal-LM folder run in process; null = use the HTTP endpoint.
+    model_path: str | None = None
+    # Environment variable holding the OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1).
+    endpoint_env: str = "SYNTHESIS_LLM_URL"
+    # Environment variable holding an API key sent as a bearer token (unset = no header).
+    api_key_env: str = "SYNTHESIS_LLM_API_KEY"
+    # Model name sent in each request (vLLM: the served model name).
+    model: str = "default"
+    # `completions` (/v1/completions) or `chat` (/v1/chat/completions).
+    api: Literal["completions", "chat"] = "chat"
+    # Seconds one HTTP request may take.
+    timeout_s: float = Field(60.0, gt=0)
+    # Extra attempts after a transient failure (connection refused, 5xx, 429, timeout).
+    max_retries: int = Field(4, ge=0)
+    # First back-off in seconds; doubles after every failed attempt.
+    backoff_s: float = Field(1.0, ge=0)
+    # Sampling temperature (0 = greedy).
+    temperature: float = Field(0.0, ge=0)
+    # Most tokens generated per request.
+    max_tokens: int = Field(1024, ge=1)
+    # Requests in flight at once against the endpoint (the in-process model always runs one).
+    concurrency: int = Field(4, ge=1)
+
+
+class SynthesizeConfig(Strict):
+    """The `synthesize` stage: RLVRR components per prompt, validated."""
+
+    # rule (offline, deterministic: TF-IDF keywords + style templates) | llm (paper 002's recipe).
+    backend: Literal["rule", "llm"] = "rule"
+    # Paper 002 filter: drop an example whose own references score below this on BOTH content
+    # and style (content of each reference against the others; style of the references).
+    threshold: float = Field(0.7, ge=0, le=1)
+    # Most keywords kept per key point (each a phrase of at most 3 words found in the references).
+    max_keywords: int = Field(3, ge=1)
+    # Most key points kept per prompt.
+    max_key_points: int = Field(12, ge=1)
+    # CPU seconds per style-check call in the validation trial run (the sandbox's limit).
+    check_cpu_seconds: float = Field(0.2, gt=0)
+    # Settings of the llm backend (ignored by rule).
+    llm: LlmSettings = LlmSettings()
+
+    @model_validator(mode="after")
+    def _llm_needs_a_model(self) -> SynthesizeConfig:
+        if self.backend == "llm" and not self.llm.model_path and not self.llm.endpoint_env:
+            raise ValueError("backend 'llm' needs llm.model_path or llm.endpoint_env")
+        return self
 
 
 class Arch(Strict):
@@ -171,12 +232,23 @@ class SFT(Strict):
     roles: SftRoles | None = None
 
 
+class ChatParams(Strict):
+    """How prompts meet a chat template (rewards/chat.py): auto = on iff the tokenizer has one."""
+
+    use_template: Literal["auto", "on", "off"] = "auto"
+    # Passed to the template (Qwen3 reads it); null = the template's own default.
+    enable_thinking: bool | None = None
+    # A system message before every policy prompt (only with a template); null = none.
+    system: str | None = None
+
+
 class BaseModelParams(Strict):
     path: str | None
     vocab_size: int = Field(ge=300)
     arch: Arch
     sft: SFT
     judge: SftJudge | None = None
+    chat: ChatParams = Field(default_factory=lambda: ChatParams())
 
 
 class GRPO(Strict):
@@ -196,6 +268,16 @@ class GRPO(Strict):
     save_steps: int = Field(ge=1)
     heldout_every: int = Field(ge=1)
     use_vllm: bool
+    # GPU settings (docs/gpu.md); the defaults are the CPU run's.
+    vllm_mode: Literal["colocate", "server"] = "colocate"
+    vllm_gpu_memory_utilization: float = Field(default=0.3, gt=0, le=1)
+    gradient_accumulation_steps: int = Field(default=1, ge=1)
+    gradient_checkpointing: bool = False
+    warmup_steps: int = Field(default=0, ge=0)
+    weight_decay: float = Field(default=0.0, ge=0)
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    # This method's thinking with a chat template (a method's grpo override); null = base_model.chat's.
+    enable_thinking: bool | None = None
 
 
 TaskName = Literal["arith", "facts", "pairs"]
@@ -210,123 +292,44 @@ class MethodBase(Strict):
     grpo: dict = Field(default_factory=dict)
 
 
-class RlvrReward(MethodBase):
-    pass
-
-
-class RandomReward(MethodBase):
-    seed: int
-
-
-class EvaluatorParams(Strict):
-    name: str
-    # live | frozen | a local model directory
-    source: str
-    weight: float = 1.0
-
-
 class QuestionParams(Strict):
     text: str
     target: str = "YES"
     weight: float = 1.0
 
 
-class RlmeReward(MethodBase):
-    evaluators: list[EvaluatorParams] = Field(min_length=1)
-    questions: list[QuestionParams] = Field(min_length=1)
-    template: str
-    # Appended to every target; null = the evaluator's EOS token.
-    end_marker: str | None = None
-    anchor_fraction: float = Field(ge=0, le=1)
-    anchor_seed: int = 0
-    anchor_template: str
-    # Add rlvr as a second component (both standardised within the batch, then summed).
-    hybrid_rlvr: bool = False
-
-    @field_validator("template")
-    @classmethod
-    def _template(cls, v: str) -> str:
-        return _placeholders(v, EVALUATOR_FIELDS)
-
-    @field_validator("anchor_template")
-    @classmethod
-    def _anchor_template(cls, v: str) -> str:
-        return _placeholders(v, ("gold",))
-
-
-class RlvrrReward(MethodBase):
-    # ordered (LCS) | direct (keyword presence, the paper's ablation)
-    content_mode: Literal["ordered", "direct"]
-    # Weight of content in mean(content, style); 1.0 = content only.
-    content_weight: float = Field(ge=0, le=1)
-    content_only: bool
-    single_ref: bool
-    cpu_seconds: float = Field(gt=0)
-
-
-class DroReward(MethodBase):
-    # r3 | avg_prob | avg_logprob (paper 003 Table 1 rows)
-    score: Literal["r3", "avg_prob", "avg_logprob"]
-    emphasis: float = Field(ge=0)
-    clip_low: float = Field(ge=0, le=1)
-    clip_high: float = Field(ge=0, le=1)
-    gate: bool
-    min_rollouts: int = Field(ge=1)
-    top_frac: float = Field(gt=0, le=1)
-    min_rubric_frac: float = Field(ge=0, le=1)
-    variance_filter: bool
-    token_frac: float = Field(gt=0, le=1)
-    filter_every: int = Field(ge=1)
-    percentile: float = Field(ge=0, le=100)
-    # Text that starts the final answer; the CoT is everything before its last occurrence.
-    answer_marker: str
-    # Static pre-filter (paper 003 §5.5): score every train prompt once with the initial policy,
-    # keep the top k by h plus static_rest_frac of the rest; null = off (the dynamic filter).
-    static_top_k: int | None = Field(default=None, ge=1)
-    static_rest_frac: float = Field(default=0.1, ge=0, le=1)
-
-
-class RlcerReward(MethodBase):
-    # rlcer | no_evolve | rubric_only | random
-    mode: Literal["rlcer", "no_evolve", "rubric_only", "random"]
-    alpha: float
-    # rule (the tiny world's vocabulary) | a local judge model directory
-    verifier: str
-    rubricator_template: str
-    # Rubricator rollouts per question (each conditioned on a different reasoner CoT).
-    rubricator_rollouts: int = Field(ge=1)
-    max_rubric_tokens: int = Field(ge=8)
-    seed: int = 0
-
-    @field_validator("rubricator_template")
-    @classmethod
-    def _rubricator_template(cls, v: str) -> str:
-        return _placeholders(v, ("problem", "solution"))
-
-
-class RationaleReward(MethodBase):
-    # outcome (genrm_outcome) | hybrid (AP x outcome) | ap_only (the hacking mode)
-    mode: Literal["outcome", "hybrid", "ap_only"]
-    # lexical | embedding | llm
-    matcher: Literal["lexical", "embedding", "llm"]
-
-
-class Reward(Strict):
-    rlvr: RlvrReward
-    random: RandomReward
-    rlme: RlmeReward
-    rlvrr: RlvrrReward
-    dro: DroReward
-    rlcer: RlcerReward
-    rationale: RationaleReward
+class RewardBlocks(Strict):
+    """The `reward` section: one block per registered method, named by the method, validated by
+    its registry entry's `config` model. The concrete model is built from the registry
+    (`core.methods.reward_model`), so a new method adds no field here."""
 
 
 class Variant(Strict):
     """A named run of a method with overrides (`rlme_frozen`, `r3_gate`, ...)."""
 
-    method: Literal["rlvr", "random", "rlme", "rlvrr", "dro", "rlcer", "rationale"]
+    # A registered method (`core.methods.METHODS`).
+    method: str
     # Partial `reward.<method>` section merged over the method's settings.
     reward: dict = Field(default_factory=dict)
+
+    @field_validator("method")
+    @classmethod
+    def _registered(cls, v: str) -> str:
+        from core.methods import METHODS
+
+        if v not in METHODS:
+            raise ValueError(f"unknown method {v!r}; known methods: {', '.join(sorted(METHODS))}")
+        return v
+
+
+@dataclass(frozen=True)
+class ResolvedMethod:
+    """A method or variant resolved once (`Params.resolve`): what a run of it trains with."""
+
+    name: str         # method or variant name (run name, MLflow tag)
+    family: str       # the registered method it is a run of
+    cfg: MethodBase   # its `reward.<family>` block, the variant's overrides merged
+    grpo: GRPO        # `grpo` with the method's task and overrides merged
 
 
 class Collapse(Strict):
@@ -349,7 +352,34 @@ class SelfEvalProbe(Strict):
     @field_validator("template")
     @classmethod
     def _template(cls, v: str) -> str:
-        return _placeholders(v, EVALUATOR_FIELDS)
+        return check_placeholders(v, EVALUATOR_FIELDS)
+
+
+# The benchmarks `eval.benchmarks` may name; `evals.registry.BENCHMARKS` holds their rows and
+# scorers under the same names (tests/test_layers.py keeps the two equal). A tiny-world benchmark
+# reads data/prepared; an external one reads the local file named after a colon.
+TINY_BENCHMARKS = ("arith", "arith_cf", "facts", "pairs")
+EXTERNAL_BENCHMARKS = ("gsm8k", "math", "ifeval", "helpsteer3")
+
+
+def split_benchmark_spec(spec: str) -> tuple[str, Path | None]:
+    """`"arith"` -> ("arith", None); `"gsm8k:data/x.jsonl"` -> ("gsm8k", Path("data/x.jsonl")).
+
+    KeyError, naming what is known, for an unknown benchmark, an external one without a file or
+    a tiny-world one with a file.
+
+    >>> split_benchmark_spec("gsm8k:data/x.jsonl")
+    ('gsm8k', PosixPath('data/x.jsonl'))
+    """
+    name, sep, path = spec.partition(":")
+    if name not in TINY_BENCHMARKS + EXTERNAL_BENCHMARKS:
+        raise KeyError(f"unknown benchmark {name!r}; known: {sorted(TINY_BENCHMARKS + EXTERNAL_BENCHMARKS)}")
+    if name in EXTERNAL_BENCHMARKS and not path.strip():
+        raise KeyError(f"benchmark {name!r} reads a local file: name it as "
+                       f"'{name}:<path to .jsonl or .parquet>'")
+    if name in TINY_BENCHMARKS and sep:
+        raise KeyError(f"benchmark {name!r} reads data/prepared and takes no path; got {spec!r}")
+    return name, Path(path.strip()) if sep else None
 
 
 class Eval(Strict):
@@ -359,11 +389,9 @@ class Eval(Strict):
     @field_validator("benchmarks")
     @classmethod
     def _known_benchmarks(cls, v: list[str]) -> list[str]:
-        from evals.registry import parse_spec  # torch-free
-
         for spec in v:
             try:
-                parse_spec(spec)
+                split_benchmark_spec(spec)
             except KeyError as e:
                 raise ValueError(e.args[0]) from None
         return v
@@ -404,11 +432,18 @@ class Params(Strict):
     base_model: BaseModelParams
     grpo: GRPO
     collapse: Collapse
-    reward: Reward
+    reward: SerializeAsAny[RewardBlocks]
     variants: dict[str, Variant]
     eval: Eval
     pipeline: Pipeline
     presets: dict[str, dict]
+
+    @field_validator("reward", mode="before")
+    @classmethod
+    def _reward_blocks(cls, v: object) -> object:
+        from core.methods import reward_model
+
+        return v if isinstance(v, RewardBlocks) else reward_model().model_validate(v)
 
     def method_config(self, name: str) -> tuple[str, MethodBase]:
         """(method family, its settings) of a method or variant name, overrides merged."""
@@ -429,24 +464,38 @@ class Params(Strict):
         except ValidationError as e:
             raise ParamsError(_format(e, f"variants.{name}.reward")) from None
 
-    def method_grpo(self, name: str) -> "GRPO":
-        """`grpo` with the method's task and overrides applied."""
-        _, cfg = self.method_config(name)
+    def resolve(self, name: str) -> ResolvedMethod:
+        """A method or variant's family, settings and GRPO settings, resolved once for a run."""
+        family, cfg = self.method_config(name)
         raw = _merge(self.grpo.model_dump(), cfg.grpo, f"reward.{name}.grpo.")
         if cfg.task:
             raw["task"] = cfg.task
         try:
-            return GRPO.model_validate(raw)
+            grpo = GRPO.model_validate(raw)
         except ValidationError as e:
             raise ParamsError(_format(e, f"reward.{name}.grpo")) from None
+        return ResolvedMethod(name, family, cfg, grpo)
+
+    def method_grpo(self, name: str) -> GRPO:
+        """`grpo` with the method's task and overrides applied."""
+        return self.resolve(name).grpo
+
+
+# A method's `grpo` overrides are a partial section: a preset may add keys the file's partial dict
+# lacks (they are validated against `grpo` when the method is resolved).
+_PARTIAL = re.compile(r"reward\.[^.]+\.grpo(\..*)?")
 
 
 def _merge(base: dict, over: dict, where: str = "") -> dict:
-    """Deep-merge a preset over the file; unknown keys are errors. `mix` (SFT family weights)
-    is replaced whole: its keys are data, and a preset that lists two families means two."""
+    """Deep-merge a preset over the file; unknown keys are errors (but inside `reward.<m>.grpo`,
+    a partial section). `mix` (SFT family weights) is replaced whole: its keys are data, and a
+    preset that lists two families means two."""
     out = copy.deepcopy(base)
     for key, value in over.items():
         path = f"{where}{key}"
+        if key not in out and _PARTIAL.fullmatch(path):
+            out[key] = copy.deepcopy(value)
+            continue
         if key not in out:
             raise ParamsError(f"{path}: unknown key in preset override")
         if isinstance(value, dict) and isinstance(out[key], dict) and key not in ("mix",):
@@ -507,7 +556,7 @@ def validate(raw: dict, source: str = "params.yaml", preset: str | None = None) 
     except ValidationError as e:
         raise ParamsError(_format(e, source)) from None
     for name in [*params.methods, *params.variants]:
-        params.method_grpo(name)  # an unknown method or a bad override fails here, named
+        params.resolve(name)  # an unknown method or a bad override fails here, named
     return params
 
 
@@ -537,7 +586,7 @@ def load(path: str | Path | None = None, preset: str | None = None) -> Params:
     path = Path(path) if path else PARAMS_FILE
     with path.open(encoding="utf-8") as f:
         try:
-            raw = yaml.load(f, Loader=_Yaml12Loader)  # noqa: S506 (a SafeLoader)
+            raw = yaml.load(f, Loader=_Yaml12Loader)  # a SafeLoader subclass
         except yaml.YAMLError as e:
             raise ParamsError(f"{path}: not valid YAML ({e})") from None
     return validate(raw, str(path.name), preset or os.environ.get("LAB_PRESET") or None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.params import ROOT
+from core.params import ROOT, Params
 
 DATA = ROOT / "data"
 PREPARED = DATA / "prepared"
@@ -13,7 +13,7 @@ COMPONENTS = DATA / "components"
 REPORTS = ROOT / "reports"
 
 
-def base_model_dir(params) -> Path:
+def base_model_dir(params: Params) -> Path:
     """The tiny model built by `build_base`, or the local checkpoint named in params."""
     return Path(params.base_model.path).expanduser() if params.base_model.path else BASE_MODEL
 
@@ -27,9 +27,13 @@ def checkpoint_dir(method: str, seed: int) -> Path:
     return DATA / "checkpoints" / method / f"seed{seed}"
 
 
-def policy_dir(params, name: str, seed: int | None) -> Path:
+def policy_dir(params: Params, name: str, seed: int | None) -> Path:
     """`base` is the base model; any other name a trained method's final weights."""
-    return base_model_dir(params) if name == "base" else checkpoint_dir(name, seed) / "final"
+    if name == "base":
+        return base_model_dir(params)
+    if seed is None:
+        raise ValueError(f"policy_dir: trained method {name!r} needs a seed")
+    return checkpoint_dir(name, seed) / "final"
 
 
 def eval_dir(name: str, seed: int | None) -> Path:

@@ -3,7 +3,7 @@
 A copy of the base model fine-tuned on "Is the answer correct?" alone (`base_model.judge`,
 `world.roles.judge_rows`): an external RLME evaluator for the `rlme_judge` variant. It writes
 `data/judge_model_info.json` with the judge's AUROC on the base model's own sampled val solutions
-(`judge/auroc_q0`, the number issue 4 asks of the live evaluator) beside the base's own
+(`judge/auroc_q0`, the measure the live evaluator is judged by) beside the base's own
 (`self_eval/auroc_q0`). With `base_model.path` set, bring your own judge: point an evaluator's
 `source` at its folder instead.
 """

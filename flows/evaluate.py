@@ -1,7 +1,8 @@
 """Stage `evaluate`: held-out benchmarks for one policy (`--method rlvr --seed 0`, or `--method base`).
 
-Writes `data/eval/<method>/seed<S>/metrics.json` (`data/eval/base/metrics.json`) (tracked by DVC as metrics) and logs the same numbers to the
-method's MLflow run (the one `train` opened, read from `run.json`; `base` gets its own run).
+Writes `data/eval/<method>/seed<S>/metrics.json` (`data/eval/base/metrics.json`) (tracked by DVC
+as metrics) and logs the same numbers to the method's MLflow run (the one `train` opened, read from
+`run.json`; `base` gets its own run).
 """
 
 from __future__ import annotations
@@ -14,17 +15,21 @@ from prefect import flow
 from core import paths
 from core.cli import parser, run_main
 from core.io import read_json, write_json
+from core.methods import load_ref
+from core.methods import method as registered
 from core.params import Params, load
 
 
 def evaluate(params: Params, name: str, seed: int | None = None) -> dict:
     """Benchmarks for `name` (a method trained with `seed`, or `base`)."""
     import mlflow
+
     from evals.registry import load_rows
     from evals.self_eval import self_eval_auroc
     from evals.suite import evaluate_policy
     from flows.configure import evaluate_budgets, self_eval_probe
     from models.policy import load_policy
+    from rewards.chat import ChatFormat
     from tasks import tracking
 
     if name == "base":
@@ -34,12 +39,16 @@ def evaluate(params: Params, name: str, seed: int | None = None) -> dict:
     budgets = evaluate_budgets(params, trained)  # unknown names fail here, listing the known ones
     start = time.time()
     model, tokenizer = load_policy(paths.policy_dir(params, name, seed))
+    chat = ChatFormat.from_params(params)  # prompts through the chat template, as in training
+    if name != "base":  # with the thinking setting the method trained with
+        chat = chat.with_thinking(params.method_grpo(name).enable_thinking)
     sample_seed = params.seed if seed is None else seed
     metrics = evaluate_policy(model, tokenizer, paths.PREPARED, params.eval.benchmarks,
-                              params.eval, sample_seed)
+                              params.eval, sample_seed, chat=chat)
     for task, budget in budgets.items():
         ev = params.eval.model_copy(update={"max_new_tokens": budget})
-        metrics.update(evaluate_policy(model, tokenizer, paths.PREPARED, [task], ev, sample_seed))
+        metrics.update(evaluate_policy(model, tokenizer, paths.PREPARED, [task], ev, sample_seed,
+                                       chat=chat))
     benchmarks = [*params.eval.benchmarks, *budgets]
     family, cfg = params.method_config(name) if name != "base" else ("base", None)
     if "arith" in benchmarks:  # can the policy judge its own arith solutions? (RLME's signal)
@@ -48,13 +57,12 @@ def evaluate(params: Params, name: str, seed: int | None = None) -> dict:
             model, tokenizer, rows, self_eval_probe(params, None if name == "base" else name),
             k=params.eval.heldout_k, temperature=params.eval.temperature,
             max_new_tokens=params.eval.max_new_tokens, batch_size=params.eval.batch_size,
-            seed=sample_seed))
-    if family == "rlcer" and "arith" in benchmarks:
-        from evals.rubric_hints import hinted_pass_at_1
-
-        metrics.update(hinted_pass_at_1(
-            model, tokenizer, load_rows(paths.PREPARED, "arith", "test", params.eval.n_test),
-            cfg.rubricator_template, params.eval, seed, cfg.max_rubric_tokens))
+            seed=sample_seed, chat=chat))
+    hook = registered(family).evaluate if name != "base" else None
+    if hook:  # the method's own extra evaluation (its registry entry), e.g. RLCER's rubric hints
+        metrics.update(load_ref(hook)(
+            model, tokenizer, cfg, params, prepared=paths.PREPARED, benchmarks=benchmarks,
+            seed=seed, chat=chat))
     metrics["eval_seconds"] = round(time.time() - start, 1)
     write_json(paths.eval_dir(name, seed) / "metrics.json", metrics)
     tracking.setup()

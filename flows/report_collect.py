@@ -16,7 +16,7 @@ import re
 import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -360,7 +360,7 @@ def provenance(params: Params | None, collected: Collected, data_dir: Path,
         preset=params.preset if params is not None else None,
         commit=_git("rev-parse", "--short=7", "HEAD") or "unknown",
         dirty=bool(_git("status", "--porcelain", "--untracked-files=no")),
-        date=(now or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M UTC"),
+        date=(now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC"),
         seeds=sorted({s for seeds in collected.runs.values() for s in seeds if s is not None}),
         planned_seeds=list(params.seeds) if params is not None else None,
         methods=sum(1 for m in collected.runs if m != "base"),

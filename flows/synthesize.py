@@ -1,7 +1,7 @@
 """Stage `synthesize`: RLVRR components (key points, keywords, style checks) per `facts` prompt.
 
 Reads `data/prepared/facts_{train,val}.jsonl`, writes `data/components/facts_{split}.jsonl` and
-`facts_{split}.stats.json` (kept / dropped counts) beside each (SPEC.md section 7; schema in
+`facts_{split}.stats.json` (kept / dropped counts) beside each (docs/methods/shared.md; schema in
 synthesis/README.md). `python -m flows.synthesize` runs it directly (what DVC calls);
 `synthesize_flow` is the Prefect flow. Retries live in the llm backend's HTTP client, per
 request: a Prefect task retry would redo a whole split.
@@ -17,9 +17,8 @@ from prefect import flow
 from core import paths
 from core.cli import parser, run_main
 from core.io import read_jsonl
-from core.params import Params, load
+from core.params import Params, SynthesizeConfig, load
 from synthesis import stats_path, synthesize, write_components
-from synthesis.config import SynthesizeConfig
 
 COMPONENTS = paths.COMPONENTS
 TASK = "facts"
@@ -50,7 +49,7 @@ def synthesize_flow(preset: str | None = None) -> dict[str, dict[str, int]]:
 
 
 def main() -> None:
-    from synthesis.llm import LlmEndpointError
+    from core.llm import LlmEndpointError
 
     args = parser(__doc__).parse_args()
     try:

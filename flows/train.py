@@ -9,19 +9,23 @@ stale run.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
+import os
 import shutil
+import sys
 from pathlib import Path
 
 from prefect import flow
 
-from core import paths
+from core import paths, ranks
 from core.cli import parser, run_main
 from core.codedeps import files_digest
 from core.io import read_jsonl, write_json
-from core.params import Params, load
+from core.methods import metric_prefixes
+from core.params import Params, ResolvedMethod, load
 from rewards import MethodContext, build_plan, reward_version
 
 log = logging.getLogger(__name__)
@@ -36,7 +40,7 @@ def task_rows(prepared: Path, task: str, split: str = "train") -> list[dict]:
             for r in rows]
 
 
-def config_hash(params: Params, method: str, seed: int) -> str:
+def config_hash(params: Params, method: str | ResolvedMethod, seed: int) -> str:
     """What a run's checkpoints depend on: its resolved settings and code (`flows.configure`),
     the seed, the data and the base weights. Checkpoints are resumed only when it matches, so a
     changed param, file or base model never resumes a stale run, and editing another method's
@@ -66,54 +70,85 @@ def _prepare_output(out: Path, digest: str) -> None:
     stamp.write_text(digest)
 
 
-# Prefixes of the metrics a method's trainer logs itself (DRO gates, RLCER roles, ...).
-_METHOD_LOGS = ("dro", "rlcer", "rlme", "rlvrr", "genrm", "hybrid")
-
-
 def curves(history: list[dict]) -> list[dict]:
-    """Per-step training curve rows from TRL's log history (for dvc plots and the report)."""
+    """Per-step training curve rows from TRL's log history (for dvc plots and the report), with
+    the metrics the methods log themselves (each registry entry's `metrics` prefixes)."""
     keys = {"reward": "reward", "reward_std": "reward_std", "entropy": "entropy",
             "completion_length": "completions/mean_length", "clipped_ratio": "completions/clipped_ratio"}
+    prefixes = metric_prefixes()
     rows = []
     for h in history:
         if "reward" in h and "step" in h:
-            extra = {k: v for k, v in h.items() if k.split("/")[0] in _METHOD_LOGS}
+            extra = {k: v for k, v in h.items() if k.startswith(prefixes)}
             rows.append({"step": h["step"], **{k: h[v] for k, v in keys.items() if v in h}, **extra})
     return rows
 
 
-def make_plan(params: Params, method: str, seed: int, model, tokenizer, *,
-              prepared: Path | None = None, components: Path | None = None):
-    """The `MethodPlan` of a method or variant for the policy `model` (reward functions, trainer)."""
-    family, cfg = params.method_config(method)
-    ctx = MethodContext(name=method, family=family, cfg=cfg, grpo=params.method_grpo(method),
-                        params=params, seed=seed, policy=model, tokenizer=tokenizer,
-                        prepared=prepared or paths.PREPARED,
-                        components=components or paths.COMPONENTS)
+def make_plan(params: Params, method: str | ResolvedMethod, seed: int, model, tokenizer, *,
+              components: Path | None = None):
+    """The `MethodPlan` of a method or variant (a name, or resolved once by the caller) for the
+    policy `model` (reward functions, trainer)."""
+    run = params.resolve(method) if isinstance(method, str) else method
+    from rewards.chat import ChatFormat
+
+    ctx = MethodContext(name=run.name, family=run.family, cfg=run.cfg, grpo=run.grpo, seed=seed,
+                        policy=model, tokenizer=tokenizer, components=components or paths.COMPONENTS,
+                        chat=ChatFormat.from_params(params).with_thinking(run.grpo.enable_thinking))
     return build_plan(ctx)
 
 
-def train(params: Params, method: str, seed: int) -> dict:
-    """Train `method`; returns a summary (final train reward, held-out history, run id)."""
+class LaunchError(RuntimeError):
+    """The launch does not give the number of processes that was asked for."""
+
+
+def launch(expected: int | None = None) -> int:
+    """Join the launcher's process group, say how many processes this training runs on, and
+    refuse a launch that does not give the `expected` number (`--num-processes`)."""
+    world, rank, backend = ranks.init()
+    if rank == 0:
+        log.info("training on %d process%s (torch.distributed backend: %s); rank 0 writes the files "
+                 "and the MLflow run", world, "" if world == 1 else "es", backend)
+    if expected is not None and expected != world:
+        raise LaunchError(
+            f"--num-processes {expected} was asked for but this launch runs {world} process(es) "
+            f"(WORLD_SIZE={os.environ.get('WORLD_SIZE', 'unset')}); see docs/multiprocess.md, e.g. "
+            f"accelerate launch --config_file configs/accelerate/cpu_2proc.yaml -m flows.train ...")
+    return world
+
+
+def train(params: Params, method: str, seed: int, num_processes: int | None = None) -> dict:
+    """Train `method`; returns a summary (final train reward, held-out history, run id).
+
+    On N ranks (`accelerate launch`, docs/multiprocess.md) every rank trains; only the main one
+    prepares the output folder, opens the MLflow run, evaluates held-out data and writes files.
+    The other ranks return a summary without the run's results."""
     from evals.suite import evaluate_policy
     from models import grpo
     from models.callbacks import HeldoutCallback, MetricsCallback
     from models.policy import load_policy
+    from rewards.chat import ChatFormat
     from tasks import tracking
 
-    family, cfg = params.method_config(method)  # unknown names fail here, listing the known ones
-    g = params.method_grpo(method)
+    launch(num_processes)  # before any work: a launch that cannot be honoured fails in seconds
+    run = params.resolve(method)  # once per run; unknown names fail here, listing the known ones
+    family, g = run.family, run.grpo
     prepared, base = paths.PREPARED, paths.base_model_dir(params)
     rows = task_rows(prepared, g.task)
     out = paths.checkpoint_dir(method, seed)
-    digest = config_hash(params, method, seed)
-    _prepare_output(out, digest)
+    main = ranks.is_main()
+    digest = config_hash(params, run, seed)
+    if main:
+        _prepare_output(out, digest)
+    ranks.barrier()  # no rank looks for checkpoints while the main one may be deleting stale ones
     model, tokenizer = load_policy(base, for_training=True)
-    plan = make_plan(params, method, seed, model, tokenizer)  # a bad evaluator path fails here
+    plan = make_plan(params, run, seed, model, tokenizer)  # a bad evaluator path fails here
     if plan.select_rows is not None:  # e.g. DRO's static pre-filter, with the step-0 policy
-        rows = plan.select_rows(rows)
+        select = plan.select_rows
+        rows = ranks.on_main(lambda: select(rows))  # computed once, the same rows on every rank
         log.info("%s trains on %d selected rows", method, len(rows))
 
+    # Every prompt through the chat template, if any, with the method's thinking setting.
+    chat = ChatFormat.from_params(params).with_thinking(g.enable_thinking)
     # Held-out samples get the completion budget the method trains with (GenRM answers are long).
     heldout_ev = params.eval.model_copy(
         update={"max_new_tokens": max(params.eval.max_new_tokens, g.max_completion_length)})
@@ -121,7 +156,7 @@ def train(params: Params, method: str, seed: int) -> dict:
     def heldout(model) -> dict:
         return evaluate_policy(model, tokenizer, prepared, [g.task], heldout_ev,
                                seed, split="val", n=None, k=params.eval.heldout_k,
-                               greedy=False)
+                               greedy=False, chat=chat)
 
     def sink(metrics: dict, step: int) -> None:
         tracking.log_metrics({f"heldout/{k}": v for k, v in metrics.items()}, step=step)
@@ -143,18 +178,25 @@ def train(params: Params, method: str, seed: int) -> dict:
             "data_hash": tracking.data_hash(prepared), "config_hash": digest,
             "preset": params.preset or "default", "stage": "train"}
     logged = params.model_dump(exclude={"presets"})
-    resumable = any(out.glob("checkpoint-*"))
-    run_id = tracking.training_run_id({"stage": "train", "reward_method": method, "seed": str(seed),
-                                       "config_hash": digest}, resumable)
-    with tracking.run(f"{method}-seed{seed}", tags, {"lab": logged}, run_id=run_id) as run:
+    run_id = None
+    if main:  # one MLflow run per (method, seed, config): the main process opens and writes it
+        resumable = any(out.glob("checkpoint-*"))
+        run_id = tracking.training_run_id({"stage": "train", "reward_method": method, "seed": str(seed),
+                                           "config_hash": digest}, resumable)
+    tracked = (tracking.run(f"{method}-seed{seed}", tags, {"lab": logged}, run_id=run_id) if main
+               else contextlib.nullcontext())
+    with tracked as active:  # None on the other ranks
         history = grpo.train(base, rows, plan, g, seed=seed, output_dir=out,
                              callbacks=[callback, MetricsCallback(plan.loggers, tracking.log_metrics)],
                              report_to=["mlflow"], run_name=f"{method}-seed{seed}",
-                             model=model, tokenizer=tokenizer)
-        tracking.log_model_pointer(out / "final")
-        tracking.set_tags({"collapsed": str(bool(monitor.events)).lower(),
-                           "best_step": str(monitor.best_step)})
-        run_id = run.info.run_id
+                             model=model, tokenizer=tokenizer, chat=chat)
+        if main:
+            tracking.log_model_pointer(out / "final")
+            tracking.set_tags({"collapsed": str(bool(monitor.events)).lower(),
+                               "best_step": str(monitor.best_step)})
+            run_id = active.info.run_id
+    if not main:  # files, plots and run.json are the main process's
+        return {"method": method, "seed": seed, "rank": ranks.rank(), "config_hash": digest}
     callback.publish_best()  # `best/` from the kept copy (DVC may have deleted it before a rerun)
     curve = curves(history)
     write_json(paths.plots_dir(method, seed) / "train.json", curve)
@@ -182,10 +224,25 @@ def main() -> None:
     p = parser(__doc__)
     p.add_argument("--method", required=True, help="reward method, e.g. rlvr or random")
     p.add_argument("--seed", type=int, default=None, help="GRPO seed (default: the first of `seeds`)")
+    p.add_argument("--num-processes", type=int, default=_env_processes(),
+                   help="processes this launch must run on (accelerate launch); exit 2 if it does "
+                        "not (default: $LAB_NUM_PROCESSES, else unchecked)")
     args = p.parse_args()
     params = load(args.params, preset=args.preset)
-    summary = train(params, args.method, params.seeds[0] if args.seed is None else args.seed)
-    print(json.dumps({k: v for k, v in summary.items() if k != "heldout"}))
+    try:
+        summary = train(params, args.method, params.seeds[0] if args.seed is None else args.seed,
+                        num_processes=args.num_processes)
+    except LaunchError as e:
+        if ranks.is_main():
+            print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    if ranks.is_main():
+        print(json.dumps({k: v for k, v in summary.items() if k != "heldout"}))
+
+
+def _env_processes() -> int | None:
+    value = os.environ.get("LAB_NUM_PROCESSES", "").strip()
+    return int(value) if value.isdigit() else None
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Collapse detection: reward hacking, entropy collapse, length collapse, no-op outputs (SPEC 10).
+"""Collapse detection: reward hacking, entropy collapse, length collapse.
 
 Why this exists: label-free rewards are proxies, and the RLME paper (000, §4.4, Fig. 5) shows the
 typical failure: the train reward keeps rising while accuracy on held-out data falls after a
@@ -12,25 +12,23 @@ answers) or saturates (completions clipped at the generation limit).
 Everything here is numpy and plain Python: the module is imported by a trainer callback, by the
 evaluation flow and by offline analysis, so it must not pull in mlflow, prefect or transformers.
 
-Choices that SPEC 10 leaves open, all **(ours)** and all parameters of ``CollapseConfig``:
+Choices that are **ours**, all parameters of ``CollapseConfig`` (docs/methods/shared.md, Collapse
+detection):
 
 - The "best held-out step" is the first evaluation that reaches the running maximum (a later
   tie does not move it), so the checkpoint kept is the earliest one with the best score.
 - Comparisons allow a float slack of ``1e-9`` so that a drop of exactly ``min_drop`` (e.g.
-  0.8 -> 0.7) counts, as the SPEC's "at least" intends, despite binary rounding.
+  0.8 -> 0.7) counts, as "at least ``min_drop``" intends, despite binary rounding.
 - Length collapse uses the same ``patience`` as the other detectors: one short evaluation in a
   noisy run is not a collapse.
 - A missing value (``NaN``, or ``None`` given to the monitor) never satisfies a condition and
   never becomes the best score; in the pure detectors it breaks a streak, in the monitor the
   evaluation is skipped for that signal.
-- A no-op output is either identical to its input after whitespace normalisation, or mostly a
-  copy of it: at least ``copy_frac`` (default 0.8) of the output's word 3-grams occur in the input.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -43,13 +41,11 @@ __all__ = [
     "detect_entropy_collapse",
     "detect_length_collapse",
     "detect_reward_hacking",
-    "is_noop",
-    "noop_rate",
 ]
 
 KINDS = ("reward_hacking", "entropy", "length")
 
-# Slack for float comparisons: a drop of exactly min_drop must count ("at least", SPEC 10).
+# Slack for float comparisons: a drop of exactly min_drop must count ("at least").
 _EPS = 1e-9
 
 
@@ -91,7 +87,7 @@ def detect_reward_hacking(
     reward_tol: float = 0.0,
     patience: int = 2,
 ) -> int | None:
-    """Step at which reward hacking is confirmed, or None (SPEC 10; paper 000 §4.4).
+    """Step at which reward hacking is confirmed, or None (paper 000 §4.4).
 
     An evaluation satisfies the condition when the held-out score is at least ``min_drop`` below
     its best so far while the train reward is at least its value at that best step minus
@@ -121,7 +117,7 @@ def detect_reward_hacking(
 def detect_entropy_collapse(
     steps: Sequence[int], entropy: Sequence[float], floor: float, patience: int = 2
 ) -> int | None:
-    """Step at which entropy collapse is confirmed, or None (SPEC 10).
+    """Step at which entropy collapse is confirmed, or None.
 
     When the policy's token entropy stays below ``floor`` the G samples of a group become
     identical, their rewards tie, and the group-relative advantage (paper 000 §3.2) is zero:
@@ -145,7 +141,7 @@ def detect_length_collapse(
     max_clipped: float = 0.5,
     patience: int = 2,
 ) -> int | None:
-    """Step at which length collapse is confirmed, or None (SPEC 10).
+    """Step at which length collapse is confirmed, or None.
 
     Two degenerate ends: completions shrink below ``min_length_frac`` of the first evaluation's
     mean length (the policy found that saying little is rewarded; paper 000 §4.7 shows length is
@@ -171,70 +167,19 @@ def detect_length_collapse(
     return _first_streak(steps, condition, patience)
 
 
-def _normalise(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _ngrams(words: list[str], n: int) -> list[tuple[str, ...]]:
-    return [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
-
-
-def is_noop(output: str, input: str, copy_frac: float = 0.8, n: int = 3) -> bool:
-    """True when ``output`` does nothing with ``input`` (SPEC 10, ours).
-
-    Two cases seen under label-free rewards: a "revision" returned unchanged (a judge that
-    prefers the original rewards not touching it), and a response that mostly repeats the
-    prompt (paper 000 §4.4: the generator learns text that pleases the evaluator rather than
-    solving the problem). Whitespace is normalised first. An output is a copy when at least
-    ``copy_frac`` of its word ``n``-grams (words and punctuation marks) occur in the input.
-    Outputs shorter than ``n`` words are no-ops only when identical to the input, so a short
-    answer such as "3" is not a copy just because the prompt mentions 3. An empty output is a
-    no-op only if the input is empty too (emptiness itself is length collapse's business).
-
-    >>> is_noop("x = 2 +  3", "x = 2 + 3")
-    True
-    >>> is_noop("What is 2 + 3? What is 2 + 3?", "What is 2 + 3?")
-    True
-    >>> is_noop("2 + 3 = 5, so the answer is 5.", "What is 2 + 3?")
-    False
-    """
-    out, inp = _normalise(output), _normalise(input)
-    if out == inp:
-        return True
-    out_words = re.findall(r"\w+|[^\w\s]", out)
-    if len(out_words) < n:
-        return False
-    grams = _ngrams(out_words, n)
-    seen = set(_ngrams(re.findall(r"\w+|[^\w\s]", inp), n))
-    copied = sum(g in seen for g in grams)
-    return copied >= copy_frac * len(grams) - _EPS
-
-
-def noop_rate(outputs: Sequence[str], inputs: Sequence[str], copy_frac: float = 0.8) -> float:
-    """Fraction of outputs that are no-ops of their inputs (see ``is_noop``); NaN for no pairs.
-
-    >>> noop_rate(["a b c", "fresh text here"], ["a  b c", "a b c"])
-    0.5
-    """
-    if len(outputs) != len(inputs):
-        raise ValueError(f"noop_rate needs one input per output: {len(outputs)} outputs, {len(inputs)} inputs")
-    if not outputs:
-        return math.nan
-    return sum(is_noop(o, i, copy_frac) for o, i in zip(outputs, inputs)) / len(outputs)
-
-
 @dataclass(frozen=True)
 class CollapseConfig:
-    """Thresholds for the detectors; mirrors the ``collapse`` section of params.yaml (SPEC 10).
+    """Thresholds for the detectors; mirrors the ``collapse`` section of params.yaml.
 
     ``entropy_floor`` (nats per token) and ``min_length_frac``/``max_clipped`` are **(ours)**;
-    ``min_drop``, ``reward_tol`` and ``patience`` are SPEC 10's defaults.
+    ``min_drop``, ``reward_tol`` and ``patience`` are the documented defaults
+    (docs/methods/shared.md).
     """
 
     min_drop: float = 0.1
     reward_tol: float = 0.0
     patience: int = 2
-    entropy_floor: float = 0.1
+    entropy_floor: float = 0.005
     min_length_frac: float = 0.2
     max_clipped: float = 0.5
     early_stop: bool = False
@@ -254,7 +199,7 @@ class CollapseEvent:
 
 @dataclass
 class CollapseMonitor:
-    """Evaluation history fed one evaluation at a time; emits each kind of event once (SPEC 10).
+    """Evaluation history fed one evaluation at a time; emits each kind of event once.
 
     The trainer callback calls ``update`` at every evaluation, logs ``metrics()``, tags the run on
     each returned event, stops training when ``should_stop`` (only if ``early_stop``), and keeps
@@ -268,8 +213,10 @@ class CollapseMonitor:
     []
     []
     []
-    >>> m.update(3, 0.8, 0.4)
-    [CollapseEvent(kind='reward_hacking', step=3, message='held-out 0.4 is 0.3 below its best 0.7 (step 1) while train reward 0.8 >= 0.4')]
+    >>> [(e.kind, e.step) for e in m.update(3, 0.8, 0.4)]
+    [('reward_hacking', 3)]
+    >>> m.events[-1].message
+    'held-out 0.4 is 0.3 below its best 0.7 (step 1) while train reward 0.8 >= 0.4'
     >>> m.best_step, m.should_stop, m.metrics()["collapse/reward_hacking"]
     (1, True, 1)
     """
@@ -370,8 +317,10 @@ class CollapseMonitor:
         at = detect_entropy_collapse(steps, e, c.entropy_floor, c.patience)
         if at is None:
             return None
+        last = e[steps.index(at)]
         return CollapseEvent(
-            "entropy", at, f"entropy below {c.entropy_floor:g} for {c.patience} evaluations (last {e[steps.index(at)]:.3g})"
+            "entropy", at,
+            f"entropy below {c.entropy_floor:g} for {c.patience} evaluations (last {last:.3g})",
         )
 
     def _length(self) -> CollapseEvent | None:

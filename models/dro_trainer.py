@@ -1,51 +1,15 @@
 """DRO in training: the R3 reward from one teacher-forced pass, rubric gates, variance filter (paper
 003).
 
-The maths (R3, the two plain aggregations, the gates, h and theta) lives in :mod:`rewards.reflection`,
-the pure per-query scoring (the CoT / answer split, the rule rubrics, a group's verdict) in
-:mod:`rewards.dro`; this module is what they need from a model and a trainer:
+The maths (R3, the plain aggregations, the gates, h and theta) is :mod:`rewards.reflection`, the
+pure per-query scoring (CoT / answer split, rule rubrics, a group's verdict) :mod:`rewards.dro`.
+This module adds the model and the trainer: P for every rollout of the generation batch from ONE
+batched ``no_grad`` teacher-forced pass (:func:`score_rollouts`), and :class:`DroGRPOTrainer`, which
+replaces TRL's reward loop (``_calculate_rewards``) and removes a rejected group from the loss (zero
+advantages, zero completion mask, ``num_items_in_batch`` recounted). Static pre-filter mode (paper
+§5.5) is :func:`static_prefilter_rows`.
 
-1. **Score** P[g, t] = P(reference token t | prompt, CoT_g, earlier reference tokens) for every
-   rollout of the generation batch in ONE batched ``torch.no_grad`` forward pass
-   (:func:`models.teacher_forcing.teacher_forced_logprobs`: rows left-padded with an explicit
-   attention mask and position ids, so the reference tokens of every row end at the right edge and
-   only the last ``max(len(reference)) + 1`` positions are projected onto the vocabulary). The CoT
-   is the policy's own generated tokens (cut where its text ends, :func:`cot_ids`), not a
-   re-tokenisation; the reference (:func:`rewards.dro.reference_answer`) is tokenised on its own,
-   so every rollout of a group scores the same token sequence (sigma_t compares like with like).
-   The scorer is the policy being trained, at its current weights (paper: "the same reference
-   policy used during RL training", served by vLLM). Probabilities are the model's own
-   (temperature 1), not the sampling temperature's. No end-of-sequence token is appended to the
-   reference: whether the model stops says nothing about the reasoning.
-2. **Reward and gate** per group with :func:`rewards.dro.judge_group`. A rejected group keeps
-   its logged reward, but its advantages are zeroed AND its completion mask is zeroed in the batch
-   the loss reads, with ``num_items_in_batch`` recounted, so it adds no gradient and no tokens to
-   the normaliser. That is exact for TRL's token-count normalisers (``dapo``, the lab's loss,
-   ``cispo`` and ``bnpo``); ``grpo``/``dr_grpo`` divide by a per-sequence count or a constant that
-   would still count the rejected rows, so :func:`build` refuses them while a gate is on.
-
-TRL hook: :meth:`DroGRPOTrainer._calculate_rewards` replaces TRL's reward loop (it returns the
-gathered ``[B, 1]`` reward tensor TRL turns into advantages), and
-:meth:`DroGRPOTrainer._generate_and_score_completions` applies the rejection to TRL's output. The
-reward function in the plan is a named placeholder (``dro_r3``, ...) so TRL logs
-``rewards/dro_r3/mean``; calling it is an error. Per-rollout scores are gathered across processes
-before grouping, as TRL does with rewards, so a group split over GPUs is judged whole. Metrics go
-through TRL's own ``self._metrics`` (averaged per logging step, sent to MLflow): ``dro/rejected``,
-``dro/reject_coverage``, ``dro/reject_consistency``, ``dro/reject_variance`` (fraction of groups
-failing each gate; 0 for a gate that is off), ``dro/theta``, ``dro/h_mean``, ``dro/r3_mean``.
-
-facts has no answer marker: the CoT is the whole description and the reference is
-``references[0]`` scored after the fixed separator ``"\\nAnswer:"`` (ours, no parameter). It is the
-cue that ends every facts prompt, the one place the tiny model has learned that a description
-follows, so the reference reads as a second description after the rollout's draft; a bare newline
-would read as the next bullet line in ``bullets`` style, and EOS is followed by nothing the model
-was trained on. Caveat: the tiny model never saw two descriptions in a row, so the draft can only
-raise P through in-context copying, which a 2M-parameter model may barely do; ``dro/h_mean`` on
-facts shows how much signal is left.
-
-Also ours: theta and its window restart at 0 when training resumes from a checkpoint (at most
-``filter_every`` steps unfiltered); with ``scale_rewards: batch`` a rejected group still enters the
-batch std. Static pre-filter mode (paper §5.5) is :func:`static_prefilter_rows`.
+Decisions and their reasons: docs/methods/dro.md.
 """
 
 from __future__ import annotations
@@ -58,13 +22,23 @@ import torch
 from accelerate.utils import gather_object
 from trl import GRPOTrainer
 
-from models.teacher_forcing import teacher_forced_logprobs
 from rewards import MethodContext, MethodPlan
-from rewards.dro import GroupVerdict, cot_and_answer, judge_group, reference_answer, rubric_row
+from rewards.chat import THINK_END, ChatFormat, is_conversational
+from rewards.dro import (
+    FACTS_SEPARATOR,
+    GroupVerdict,
+    judge_group,
+    reference_answer,
+    rubric_row,
+    scoring_prefix,
+)
 from rewards.reflection import AdaptiveThreshold, group_variance_score, static_prefilter
+from rewards.teacher_forcing import teacher_forced_logprobs
+from rewards.verifiable import completion_text
 
 TASKS = ("arith", "facts")
-FACTS_SEPARATOR = "\nAnswer:"
+__all__ = ["FACTS_SEPARATOR", "DroGRPOTrainer", "DroScore", "build", "cot_ids", "prompt_ids",
+           "score_rollouts", "static_prefilter_rows"]
 # TRL losses whose normaliser counts unmasked completion tokens, so a zeroed mask removes a group.
 TOKEN_NORMALISED_LOSSES = ("dapo", "cispo", "bnpo")
 
@@ -93,25 +67,55 @@ def cot_ids(tokenizer: Any, ids: Sequence[int], cot: str) -> list[int]:
 
 # --- P from one batched teacher-forced pass -----------------------------------------------------
 
-def score_rollouts(model: Any, tokenizer: Any, prompts: Sequence[str], rows: Sequence[dict],
-                   completion_ids: Sequence[Sequence[int]], task: str, marker: str) -> list[np.ndarray]:
-    """log P of the reference answer's tokens for each rollout (one array per rollout), batched.
+def prompt_ids(tokenizer: Any, prompts: Sequence[Any],
+               chat_template_kwargs: dict | None = None) -> list[list[int]]:
+    """Token ids of the prompts as TRL tokenises them for generation: plain text with the
+    tokenizer's special tokens; conversational prompts through the chat template with the
+    generation prompt and ``chat_template_kwargs`` (TRL's ``GRPOConfig.chat_template_kwargs``)."""
+    if all(isinstance(p, str) for p in prompts):
+        return tokenizer(text=list(prompts))["input_ids"]
+    if not all(is_conversational(p) for p in prompts):
+        raise ValueError("DRO's prompts must be all plain text or all conversational")
+    out = tokenizer.apply_chat_template(list(prompts), add_generation_prompt=True, tokenize=True,
+                                        return_dict=True, **(chat_template_kwargs or {}))
+    return [list(ids) for ids in out["input_ids"]]
 
-    The prefix is the prompt (tokenised as TRL tokenises it for generation), the rollout's own CoT
-    tokens and, for facts, the separator.
+
+def score_rollouts(model: Any, tokenizer: Any, prompts: Sequence[Any], rows: Sequence[dict],
+                   completion_ids: Sequence[Sequence[int]], task: str, marker: str,
+                   chat_template_kwargs: dict | None = None,
+                   batch_size: int | None = None) -> list[np.ndarray]:
+    """log P of the reference answer's tokens for each rollout (one array per rollout), batched:
+    one pass for all rollouts, or one per ``batch_size`` rollouts (the logits of a pass are
+    rows x reference length x vocabulary: GBs for a 152k vocabulary and a whole GPU batch).
+
+    The prefix is the prompt (tokenised as TRL tokenises it for generation, chat template
+    included: :func:`prompt_ids`), the rollout's own tokens up to where the reference goes
+    (:func:`rewards.dro.scoring_prefix`: its CoT; with the marker ``</think>``, its reasoning
+    through ``</think>``) and the separator (facts: ``"\\nAnswer:"``; after ``</think>``: a blank line).
     """
-    if not all(isinstance(p, str) for p in prompts):
-        raise ValueError("DRO scores plain-text prompts; conversational prompts are not supported")
-    prompt_ids = tokenizer(text=list(prompts))["input_ids"]
-    separator = FACTS_SEPARATOR if task == "facts" else ""
-    separator_ids = tokenizer(separator, add_special_tokens=False)["input_ids"]
+    separators: dict[str, list[int]] = {}
+
+    def ids_of(separator: str) -> list[int]:
+        if separator not in separators:
+            separators[separator] = tokenizer(separator, add_special_tokens=False)["input_ids"]
+        return separators[separator]
+
     texts = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
-    prefixes = [p + cot_ids(tokenizer, ids, cot_and_answer(text, task, marker)[0]) + separator_ids
-                for p, ids, text in zip(prompt_ids, completion_ids, texts, strict=True)]
+    prefixes = []
+    for p, ids, text in zip(prompt_ids(tokenizer, prompts, chat_template_kwargs), completion_ids,
+                            texts, strict=True):
+        cot, separator = scoring_prefix(text, task, marker)
+        prefixes.append(list(p) + cot_ids(tokenizer, ids, cot) + ids_of(separator))
     targets = tokenizer([reference_answer(r, task, marker) for r in rows],
                         add_special_tokens=False)["input_ids"]
-    logp, mask = teacher_forced_logprobs(model, prefixes, targets, tokenizer.pad_token_id)
-    return [row[m].cpu().numpy() for row, m in zip(logp, mask)]
+    out: list[np.ndarray] = []
+    step = batch_size or len(prefixes) or 1
+    for start in range(0, len(prefixes), step):
+        logp, mask = teacher_forced_logprobs(model, prefixes[start:start + step],
+                                             targets[start:start + step], tokenizer.pad_token_id)
+        out.extend(row[m].cpu().numpy() for row, m in zip(logp, mask))
+    return out
 
 
 # --- The trainer --------------------------------------------------------------------------------
@@ -153,9 +157,12 @@ class DroGRPOTrainer(GRPOTrainer):
         G = self.num_generations if mode == "train" else self.num_generations_eval
         marker, task = self.dro.answer_marker, self.dro_task
         with self.accelerator.autocast():
+            # In micro-batches of TRL's own log-prob passes (all at once with the CPU defaults).
             logps = score_rollouts(self.model, self.processing_class, prompts, inputs,
-                                   completion_ids_list, task, marker)
-        S = [rubric_row(row, c, task, marker) for row, c in zip(inputs, completions, strict=True)]
+                                   completion_ids_list, task, marker, self.chat_template_kwargs,
+                                   batch_size=self.args.per_device_train_batch_size)
+        S = [rubric_row(row, completion_text(c), task, marker)
+             for row, c in zip(inputs, completions, strict=True)]
         verdicts = self._judge_groups(gather_object(logps), gather_object(S), G)
         if mode == "train":
             if self.dro.variance_filter:
@@ -204,6 +211,13 @@ def build(ctx: MethodContext) -> MethodPlan:
         raise ValueError(f"{ctx.name}: grpo.loss_type {grpo.loss_type!r} would still count rejected "
                          f"groups in its normaliser; use one of {', '.join(TOKEN_NORMALISED_LOSSES)} "
                          "or turn off reward.dro.gate and reward.dro.variance_filter")
+    chat = ctx.chat or ChatFormat()
+    if cfg.answer_marker == THINK_END and ctx.tokenizer is not None and (
+            not chat.applies(ctx.tokenizer) or chat.enable_thinking is False):
+        raise ValueError(f"{ctx.name}: reward.dro.answer_marker {THINK_END!r} is a reasoning model's: "
+                         "it needs a tokenizer with a chat template and base_model.chat."
+                         "enable_thinking true (or null); with thinking off, mark the answer in the "
+                         "reply instead (e.g. 'The answer is')")
     select = None
     if cfg.static_top_k is not None:
         def select(rows: list[dict]) -> list[dict]:
@@ -211,7 +225,7 @@ def build(ctx: MethodContext) -> MethodPlan:
                 ctx.policy, ctx.tokenizer, rows, cfg, task=grpo.task,
                 num_generations=grpo.num_generations, top_k=cfg.static_top_k,
                 rest_frac=cfg.static_rest_frac, max_new_tokens=grpo.max_completion_length,
-                temperature=grpo.temperature, seed=ctx.seed)
+                temperature=grpo.temperature, seed=ctx.seed, chat=chat)
             return kept
     return MethodPlan(reward_funcs=[DroScore(cfg.score)], trainer_cls=DroGRPOTrainer,
                       trainer_kwargs={"dro": cfg, "task": grpo.task}, select_rows=select)
@@ -222,25 +236,32 @@ def build(ctx: MethodContext) -> MethodPlan:
 def static_prefilter_rows(model: Any, tokenizer: Any, rows: Sequence[dict], cfg: Any, *, task: str,
                           num_generations: int, top_k: int, rest_frac: float = 0.1,
                           max_new_tokens: int = 64, temperature: float = 1.0, seed: int = 0,
-                          groups_per_pass: int = 8) -> tuple[list[dict], np.ndarray]:
+                          groups_per_pass: int = 8, chat: ChatFormat | None = None
+                          ) -> tuple[list[dict], np.ndarray]:
     """Score every training prompt once with the initial policy and keep the top ``top_k`` by h
     plus a seeded ``rest_frac`` of the others (``rewards.reflection.static_prefilter``).
 
     Returns (kept rows in their original order, h of every row). Each pass scores
-    ``groups_per_pass`` prompts' rollouts together.
+    ``groups_per_pass`` prompts' rollouts together. ``chat`` (None = auto): prompts through the
+    chat template, as training gives them.
     """
     from models.generation import generate
 
-    samples = generate(model, tokenizer, [r["prompt"] for r in rows], num_samples=num_generations,
-                       temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
+    chat = chat or ChatFormat()
+    templated = chat.applies(tokenizer)
+    prompts = [chat.prompt(tokenizer, r["prompt"]) for r in rows]
+    samples = generate(model, tokenizer, [chat.render(tokenizer, p) for p in prompts],
+                       num_samples=num_generations, temperature=temperature,
+                       max_new_tokens=max_new_tokens, seed=seed)
     h: list[float] = []
     for start in range(0, len(rows), groups_per_pass):
         chunk = rows[start:start + groups_per_pass]
         flat_rows = [r for r in chunk for _ in range(num_generations)]
         texts = [c for group in samples[start:start + groups_per_pass] for c in group]
         ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
-        logps = score_rollouts(model, tokenizer, [r["prompt"] for r in flat_rows], flat_rows, ids,
-                               task, cfg.answer_marker)
+        flat_prompts = [p for p in prompts[start:start + groups_per_pass] for _ in range(num_generations)]
+        logps = score_rollouts(model, tokenizer, flat_prompts, flat_rows, ids, task, cfg.answer_marker,
+                               chat.template_kwargs if templated else None)
         for k in range(0, len(logps), num_generations):
             P = np.exp(np.stack(logps[k:k + num_generations]))
             h.append(group_variance_score(P, None, cfg.token_frac, cfg.clip_low, cfg.clip_high))

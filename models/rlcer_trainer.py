@@ -3,53 +3,19 @@
 The step is TRL's own (`GRPOTrainer`); only its generation-and-scoring hook changes:
 
 1. TRL samples G reasoner rollouts per question and calls the reward function.
-2. The reward function, :class:`RlcerReward` (logged as ``rewards/rlcer_reasoner``), picks
-   ``rubricator_rollouts`` of each question's CoTs, asks the same model for rubrics on each
-   (:meth:`RlcerGRPOTrainer.sample_rubricator`), parses them, has the verifier judge every pooled
-   rubric of a question on every CoT of that question (one batched call for the whole step), and
-   scores both roles (:func:`rewards.rlcer.score_question`, with the maths of
-   ``rewards.evolving_rubrics``). It returns the reasoner rewards to TRL and keeps the rubricator
-   rollouts with their rewards.
-3. TRL turns the reasoner rewards into group-relative advantages exactly as for any other method
-   (``grpo.scale_rewards`` applies).
+2. :class:`RlcerReward` (``rewards/rlcer_reasoner``) picks ``rubricator_rollouts`` of each
+   question's CoTs, asks the same model for rubrics on each
+   (:meth:`RlcerGRPOTrainer.sample_rubricator`), has the verifier judge every pooled rubric on every
+   CoT of the question (one batched call per step), and scores both roles
+   (:func:`rewards.rlcer.score_question`). It returns the reasoner rewards to TRL and keeps the
+   rubricator rollouts with their rewards.
+3. TRL turns the reasoner rewards into group-relative advantages as for any other method.
 4. :meth:`RlcerGRPOTrainer._generate_and_score_completions` appends the rubricator rollouts, with
-   their own advantages, to TRL's batch (:func:`assemble_two_role_batch`), so one loss and one
-   optimiser step cover both roles: the sum of both roles' clipped objectives (Eq. 13).
+   their own advantages, to TRL's batch (:func:`assemble_two_role_batch`): one loss and one
+   optimiser step cover both roles (Eq. 13).
 
-Decisions, **(ours)** where we depart from the paper or it is silent:
-
-- **Rubricator baseline and which CoTs (ours).** The rubricator's advantages use the mean reward
-  of the same question's rubricator rollouts in the step as baseline, and rubricator j of a
-  question reads a seeded pick of its CoTs; why is in :mod:`rewards.rlcer`. The generator is seeded
-  by (``reward.rlcer.seed``, training seed).
-- **Rubricator prompt.** ``rubricator_template`` with the policy prompt as ``{problem}`` and the
-  decoded reasoner completion as ``{solution}``; the tiny model learned this short prompt in SFT
-  (the paper's Fig. 9 prompt is a page long and asks for a JSON object around the list, which
-  ``parse_rubrics`` also accepts).
-- **Rubricator sampling.** TRL's own generation path and sampling settings (temperature, top-p,
-  ...), with at most ``max_rubric_tokens`` new tokens. vLLM rollouts are refused at construction:
-  they would need importance-sampling terms for the rubricator rows too.
-- **Pool.** The rubrics of all well-formed outputs of the question, duplicates kept; each
-  distinct (question, CoT, rubric) is judged once.
-- **Verifier.** ``rule`` = ``rewards.evolving_rubrics.rule_verifier``; otherwise a local model
-  directory: a frozen causal LM asked about one rubric at a time with the paper's Fig. 10 verifier
-  prompt cut down to a yes/no question (:data:`VERIFIER_TEMPLATE`); the rubric is met when the
-  next-token probability of "YES" beats "NO" (first tokens; the answer follows "Answer:" with no
-  space, as RLME's target and the tiny world's evaluator role have it), read from one batched
-  forward pass (:func:`models.teacher_forcing.next_token_logits`).
-- **Old log-probs.** With TRL's defaults the samples are used once, right after generation, and
-  TRL skips old log-probs; when TRL does compute them (or reference log-probs, ``beta`` > 0) the
-  rubricator rows get theirs from the same model.
-- **Metrics** (``self._metrics[mode]``, averaged per logging step; paper Fig. 6):
-  ``rlcer/valid_corr_mean`` (mean corr(v_k, z) of the valid rubrics; not logged in a step with no
-  valid rubric), ``rlcer/corr_mean`` (mean over every rubric whose correlation is defined, the
-  Fig. 6a quantity), ``rlcer/valid_fraction`` (valid / all parsed rubrics), ``rlcer/r_cot``
-  (Fig. 6b), ``rlcer/format_rate``, ``rlcer/rubricator_reward``, ``rlcer/reasoner_accuracy``,
-  ``rlcer/rubricator_length`` (tokens).
-- **Resume.** The CoT-picking / ``random``-mode generator is not checkpointed: a resumed run draws
-  a different (still seeded) sequence from the one an uninterrupted run would have drawn.
-- **Inference option.** :func:`rewards.rlcer.hint_prompt` puts rubrics into a prompt as hints
-  (paper §5.5).
+Decisions and their reasons (the rubricator's baseline, prompt, sampling, verifier, metrics,
+resume): docs/methods/rlcer.md.
 """
 
 from __future__ import annotations
@@ -67,9 +33,17 @@ import torch.nn.functional as F
 from trl import GRPOTrainer
 from trl.models.utils import disable_gradient_checkpointing
 
-from models.teacher_forcing import next_token_logits, pad_rows
+from core import ranks
+from rewards.chat import ChatFormat, is_conversational, prompt_text, strip_thinking
 from rewards.evolving_rubrics import ProposedRubric, parse_rubrics, rule_verifier
-from rewards.rlcer import pick_cots, question_groups, rubricator_advantages, score_question, step_metrics
+from rewards.rlcer import (
+    pick_cots,
+    question_groups,
+    rubricator_advantages,
+    score_question,
+    step_metrics,
+)
+from rewards.teacher_forcing import next_token_logits, pad_rows
 from rewards.verifiable import completion_text, rlvr_score
 
 __all__ = [
@@ -82,6 +56,7 @@ __all__ = [
     "assemble_two_role_batch",
     "build",
     "make_verifier",
+    "rubricator_prompt",
     "yes_no_judgements",
 ]
 
@@ -171,13 +146,13 @@ class RuleVerifier:
 
 
 def yes_no_judgements(model: Any, tokenizer: Any, prompts: Sequence[str], yes_id: int, no_id: int,
-                      batch_size: int | None = None) -> np.ndarray:
+                      batch_size: int | None = None, add_special_tokens: bool = True) -> np.ndarray:
     """P(YES) > P(NO) for the token after each prompt, from one batched forward pass
-    (``batch_size`` chunks it when memory is short): :func:`models.teacher_forcing.next_token_logits`,
+    (``batch_size`` chunks it when memory is short): :func:`rewards.teacher_forcing.next_token_logits`,
     whose left padding and position ids put every row's next token at the last position."""
     if not prompts:
         return np.zeros(0, dtype=bool)
-    ids = tokenizer(list(prompts), add_special_tokens=True)["input_ids"]
+    ids = tokenizer(list(prompts), add_special_tokens=add_special_tokens)["input_ids"]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     step = batch_size or len(ids)
     out = []
@@ -191,10 +166,13 @@ class JudgeVerifier:
     """A frozen judge model from a local directory, asked :data:`VERIFIER_TEMPLATE` per rubric."""
 
     def __init__(self, path: str | Path, template: str = VERIFIER_TEMPLATE, yes: str = "YES",
-                 no: str = "NO", batch_size: int | None = None) -> None:
+                 no: str = "NO", batch_size: int | None = None, chat: ChatFormat | None = None) -> None:
         from models.policy import load_policy
 
         self.model, self.tokenizer = load_policy(path)
+        # A judge with a chat template reads each prompt as a user turn (thinking off) and its
+        # verdict is the reply's first token (rewards.chat.ChatFormat.user_turn).
+        self.chat = chat or ChatFormat()
         self.model.requires_grad_(False)
         self.template, self.batch_size = template, batch_size
         self.yes_id, self.no_id = self._first_token(yes), self._first_token(no)
@@ -212,21 +190,24 @@ class JudgeVerifier:
         return self
 
     def __call__(self, items: Sequence[tuple[str, str, ProposedRubric]]) -> list[bool]:
-        prompts = [self.template.format(question=q, response=cot, criterion=r.criterion, points=r.points)
+        prompts = [self.chat.user_turn(self.tokenizer, self.template.format(
+                       question=q, response=cot, criterion=r.criterion, points=r.points))
                    for q, cot, r in items]
         judged = yes_no_judgements(self.model, self.tokenizer, prompts, self.yes_id, self.no_id,
-                                   self.batch_size)
+                                   self.batch_size,  # a chat template writes its own specials
+                                   add_special_tokens=not self.chat.wraps_scoring(self.tokenizer))
         return [bool(x) for x in judged]
 
 
-def make_verifier(spec: str) -> Callable[[Sequence[tuple[str, str, ProposedRubric]]], list[bool]]:
+def make_verifier(spec: str, chat: ChatFormat | None = None
+                  ) -> Callable[[Sequence[tuple[str, str, ProposedRubric]]], list[bool]]:
     """``rule`` or a local judge model directory (checked now, before any training step)."""
     if spec == "rule":
         return RuleVerifier()
     if not (Path(spec) / "config.json").exists():
         raise FileNotFoundError(f"reward.rlcer.verifier: {spec!r} is neither 'rule' nor a local model "
                                 "folder (no config.json)")
-    return JudgeVerifier(spec)
+    return JudgeVerifier(spec, chat=chat)
 
 
 # --- The reward function (both roles' scoring) ---------------------------------------------------
@@ -249,11 +230,14 @@ class RlcerReward:
     rubricator rollouts and their rewards.
     """
 
-    def __init__(self, cfg: Any, seed: int = 0, verifier: Callable | None = None) -> None:
+    def __init__(self, cfg: Any, seed: int = 0, verifier: Callable | None = None,
+                 chat: ChatFormat | None = None) -> None:
         self.__name__ = "rlcer_reasoner"
         self.cfg = cfg
-        self.verifier = verifier if verifier is not None else make_verifier(cfg.verifier)
-        self.rng = np.random.default_rng([cfg.seed, seed])
+        self.verifier = verifier if verifier is not None else make_verifier(cfg.verifier, chat)
+        self.last_rubricator_prompts: list = []  # the last step's, as the rubricator got them
+        self.seed = seed
+        self._step, self._calls = -1, 0  # the training step of the last call, calls made at it
         self.trainer: Any = None
         self._rubricator: RubricatorRollouts | None = None
 
@@ -263,38 +247,55 @@ class RlcerReward:
         out, self._rubricator = self._rubricator, None
         return out
 
+    def _question_rngs(self, n_questions: int, trainer_state: Any) -> tuple[list[np.random.Generator], int]:
+        """One generator per question (CoT picks, ``random`` mode), and where this rank's questions
+        start in the global batch. A question's generator is seeded by (``reward.rlcer.seed``,
+        training seed, step, call at that step, its index in the GLOBAL generation batch): the
+        same draws on 1 or N ranks, different draws on different ranks, and the same draws after
+        a resume from a checkpoint as in an uninterrupted run."""
+        step = int(getattr(trainer_state, "global_step", 0) or 0)
+        self._calls = self._calls + 1 if step == self._step else 0
+        self._step = step
+        _, first = ranks.gather_rows([None] * n_questions)
+        return [np.random.default_rng([self.cfg.seed, self.seed, step, self._calls, first + q])
+                for q in range(n_questions)], first
+
     def __call__(self, prompts: list, completions: list, answer: list | None = None,
-                 log_metric: Callable[[str, float], None] | None = None, **_: Any) -> list[float]:
+                 log_metric: Callable[[str, float], None] | None = None, trainer_state: Any = None,
+                 **_: Any) -> list[float]:
         if self.trainer is None:
             raise RuntimeError("RlcerReward runs inside RlcerGRPOTrainer (reward.trainer is not set)")
         if answer is None or any(a is None for a in answer):
             raise ValueError("RLCER needs the gold `answer` column on every row (correctness z)")
-        if not all(isinstance(p, str) for p in prompts):
-            raise ValueError("RLCER builds rubricator prompts from plain-text prompts only")
         cots = [completion_text(c) for c in completions]
         z = np.array([rlvr_score(c, gold) for c, gold in zip(cots, answer)])
         groups = question_groups(prompts, self.trainer.group_size)
         R = self.cfg.rubricator_rollouts
+        rngs, first = self._question_rngs(len(groups), trainer_state)
 
         # R rubricator rollouts per question, each reading the question and one of its CoTs.
-        rub_prompts = [self.cfg.rubricator_template.format(problem=prompts[rows[0]], solution=cots[rows[j]])
-                       for rows in groups for j in pick_cots(len(rows), R, self.rng)]
+        rub_prompts = [rubricator_prompt(self.cfg.rubricator_template, prompts[rows[0]], cots[rows[j]])
+                       for rows, rng in zip(groups, rngs) for j in pick_cots(len(rows), R, rng)]
+        self.last_rubricator_prompts = rub_prompts
         prompt_ids, completion_ids, texts = self.trainer.sample_rubricator(rub_prompts)
-        parsed = [parse_rubrics(t) for t in texts]
+        parsed = [parse_rubrics(strip_thinking(t)) for t in texts]
         outputs = [parsed[q * R:(q + 1) * R] for q in range(len(groups))]
 
-        V = self._judge(prompts, cots, groups, outputs)
-        scores = [score_question(out, v, z[rows], alpha=self.cfg.alpha, mode=self.cfg.mode, rng=self.rng)
-                  for out, v, rows in zip(outputs, V, groups)]
+        V = self._judge([prompt_text(p) for p in prompts], cots, groups, outputs)
+        scores = [score_question(out, v, z[rows], alpha=self.cfg.alpha, mode=self.cfg.mode, rng=rng)
+                  for out, v, rows, rng in zip(outputs, V, groups, rngs)]
 
         rewards = np.zeros(len(prompts))
         for rows, s in zip(groups, scores):
             rewards[rows] = s.reasoner
         self._rubricator = RubricatorRollouts(
             prompt_ids, completion_ids, rewards=np.concatenate([s.rubricator for s in scores]).tolist(),
-            question=[q for q in range(len(groups)) for _ in range(R)])
+            question=[first + q for q in range(len(groups)) for _ in range(R)])  # global indices
+        # The step's metrics over the global batch; every rank logs the same values.
+        parts = ranks.gather_objects((scores, z))
+        metrics = step_metrics([s for part, _ in parts for s in part], np.concatenate([zz for _, zz in parts]))
         if log_metric is not None:
-            for name, value in step_metrics(scores, z).items():
+            for name, value in metrics.items():
                 log_metric(f"rlcer/{name}", value)
         return rewards.tolist()
 
@@ -310,6 +311,24 @@ class RlcerReward:
         verdicts = np.asarray(self.verifier(list(index)), dtype=float) if index else np.zeros(0)
         return [verdicts[c].reshape(-1, len(rows)) if c else np.zeros((0, len(rows)))
                 for c, rows in zip(cells, groups)]
+
+
+def rubricator_prompt(template: str, prompt: Any, cot: str) -> Any:
+    """The rubricator's prompt for a reasoner ``prompt`` and one of its CoTs: ``template`` filled
+    with the question's text; for a conversational reasoner prompt, a conversation of the same
+    kind (its system messages, then the filled template as the user turn), which TRL renders with
+    the policy's chat template and thinking setting.
+
+    >>> rubricator_prompt("{problem}{solution}\\nRubrics:", "Q?", " A.")
+    'Q? A.\\nRubrics:'
+    >>> rubricator_prompt("{problem}|{solution}", [{"role": "system", "content": "S"},
+    ...                                            {"role": "user", "content": "Q?"}], "A")
+    [{'role': 'system', 'content': 'S'}, {'role': 'user', 'content': 'Q?|A'}]
+    """
+    text = template.format(problem=prompt_text(prompt), solution=cot)
+    if not is_conversational(prompt):
+        return text
+    return [*(m for m in prompt if m.get("role") == "system"), {"role": "user", "content": text}]
 
 
 # --- The trainer ---------------------------------------------------------------------------------
@@ -386,16 +405,23 @@ class RlcerGRPOTrainer(GRPOTrainer):
         batch = {
             "prompt_ids": prompt_ids.to(device), "prompt_mask": prompt_mask.to(device),
             "completion_ids": completion_ids.to(device), "completion_mask": completion_mask.to(device),
-            "advantages": rubricator_advantages(rollouts.rewards, rollouts.question,
-                                                self.scale_rewards).to(device),
+            "advantages": self._rubricator_advantages(rollouts).to(device),
             "num_items_in_batch": self.accelerator.gather(completion_mask.sum().to(device)).sum(),
         }
         for key in _PER_TOKEN:
             if key in reasoner:
                 batch[key] = self._rubricator_logps(key, batch)
-        lengths = torch.tensor([len(c) for c in rollouts.completion_ids], dtype=torch.float)
-        self._metrics[mode]["rlcer/rubricator_length"].append(lengths.mean().item())
+        lengths, _ = ranks.gather_rows([len(c) for c in rollouts.completion_ids])  # all ranks' rows
+        self._metrics[mode]["rlcer/rubricator_length"].append(float(np.mean(lengths)))
         return batch
+
+    def _rubricator_advantages(self, rollouts: RubricatorRollouts) -> torch.Tensor:
+        """This rank's rubricator advantages, computed over every rank's rubricator rows (question
+        indices are global): the ``batch`` std and the single-rollout fallback see the global batch,
+        as TRL's reasoner advantages do."""
+        rows, start = ranks.gather_rows(list(zip(rollouts.rewards, rollouts.question)))
+        advantages = rubricator_advantages([r for r, _ in rows], [q for _, q in rows], self.scale_rewards)
+        return advantages[start:start + len(rollouts.rewards)]
 
     def _rubricator_logps(self, key: str, batch: dict) -> torch.Tensor:
         """Old-policy or reference log-probs of the rubricator completions, as TRL computes them."""
@@ -417,5 +443,5 @@ def build(ctx: Any) -> Any:
     """RLCER's `MethodPlan`: the two-role reward function and the trainer that runs both roles."""
     from rewards import MethodPlan
 
-    reward = RlcerReward(ctx.cfg, seed=ctx.seed)
+    reward = RlcerReward(ctx.cfg, seed=ctx.seed, chat=ctx.chat or ChatFormat())
     return MethodPlan([reward], trainer_cls=RlcerGRPOTrainer)

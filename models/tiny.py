@@ -1,4 +1,4 @@
-"""The tiny world's base model: a BPE tokenizer and a Llama-style model trained from scratch (SPEC 11).
+"""The tiny world's base model: a BPE tokenizer and a Llama-style model trained from scratch.
 
 Everything here is a stock library component: `tokenizers` trains the tokenizer, `transformers`
 defines the model, TRL's `SFTTrainer` runs supervised training on prompt/completion pairs (loss on
@@ -122,7 +122,7 @@ def example_mean_nll(logits, labels):
     much as its completion is long: in the role phase a YES/NO evaluator verdict (2 tokens) next
     to ~40-token solutions and ~120-token GenRM answers got about 2% of the gradient. Averaging
     per example first makes the mix weights the share each family gets (on its own that did not
-    teach the tiny evaluator to check the box: README, issue 4).
+    teach the tiny evaluator to check the box: docs/results.md, section 1).
     """
     import torch.nn.functional as F
 
@@ -166,7 +166,7 @@ def _sft(model, tokenizer, rows: list[dict], phase, cfg, seed: int, work_dir: Pa
         logging_steps=max(1, phase.steps // 20), save_strategy="no", report_to=[],
         use_cpu=True, bf16=False, fp16=False, seed=seed, data_seed=seed,
         max_length=cfg.arch.max_positions, completion_only_loss=True,
-        dataloader_num_workers=0, disable_tqdm=True, gradient_checkpointing=False,
+        dataloader_num_workers=0, disable_tqdm=True, activation_checkpointing=False,
     )
     trainer_cls = _trainer_class(getattr(phase, "loss_norm", "token"))
     trainer = trainer_cls(model=model, args=args, train_dataset=Dataset.from_list(rows),
@@ -197,8 +197,8 @@ def train_base(prepared: Path, out_dir: Path, cfg, seed: int, work_dir: Path) ->
     role families (the judge's minimal pairs, evaluator, rubricator, GenRM) continued from phase
     1, with task replay so the task skills stay. Teaching everything at once in one phase cost
     the 1.9M-parameter model most of its arithmetic (sampled pass@1 0.065 instead of 0.205,
-    issue 4's note). Phase 1 is kept in `work_dir/phase1` with a stamp of what it depends on, so
-    changing only the roles re-runs only phase 2.
+    measured while building the base). Phase 1 is kept in `work_dir/phase1` with a stamp of what
+    it depends on, so changing only the roles re-runs only phase 2.
     """
     import torch
 
@@ -244,8 +244,8 @@ def train_judge(prepared: Path, base_dir: Path, out_dir: Path, cfg, seed: int, w
     judge does not need, and learns to catch a wrong box. Every arith train problem gives its
     rows (drawn with `seed`); the SFT stream samples them with replacement and trains with
     `judge.seed`. Learning the comparison is a sudden transition whose timing depends on that
-    seed and even on the thread count (issue 4: 1200 steps gave AUROC 0.56-0.76 across seeds and
-    runs), which is why the seed is a parameter and the default trains 2400 steps.
+    seed and even on the thread count (1200 steps gave AUROC 0.56-0.76 across seeds and runs;
+    docs/results.md), which is why the seed is a parameter and the default trains 2400 steps.
     """
     import torch
 

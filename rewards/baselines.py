@@ -1,7 +1,8 @@
-"""`random`: Uniform(0, 1) reward, seeded (SPEC 1).
+"""`random`: Uniform(0, 1) reward, seeded (docs/methods/random.md).
 
-The control for "does the reward carry any signal", and the denominator of every overhead figure
-(SPEC 8). Seeded per call count so a rerun with the same seed sees the same reward stream.
+The control for "does the reward carry any signal", and the denominator of every reward-overhead
+figure (docs/methods/shared.md). Seeded per call count so a rerun with the same seed sees the same
+reward stream.
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ class RandomReward:
         self._rng = np.random.default_rng(seed)
 
     def __call__(self, prompts, completions, **kwargs) -> list[float]:
-        return self._rng.random(len(completions)).tolist()
+        # On N ranks every rank draws the whole generation batch's rewards and keeps its own slice:
+        # the stream is the one a single process draws, and no two ranks share rewards.
+        from core import ranks
+
+        sizes = ranks.gather_objects(len(completions))
+        start = sum(sizes[:ranks.rank()]) if len(sizes) > 1 else 0
+        return self._rng.random(sum(sizes))[start:start + len(completions)].tolist()
 
 
 def build(ctx: Any) -> Any:

@@ -1,31 +1,13 @@
 """DRO's pure scoring (paper 003): the CoT / answer split, the rule rubrics and one group's verdict.
 
-The maths (R3, the two plain aggregations, the gates, h and theta) lives in
-:mod:`rewards.reflection`; the teacher-forced pass that gives P and the TRL wiring live in
-:mod:`models.dro_trainer`. This module is what sits between them and needs no model:
+Between the maths of :mod:`rewards.reflection` (R3, the plain aggregations, the gates, h and theta)
+and the model pass and TRL wiring of :mod:`models.dro_trainer`; nothing here needs a model.
+:func:`split_answer` cuts a completion at the LAST ``answer_marker``, :func:`query_rubrics` gives
+a row's rule rubrics (those its reference passes; the tiny world's stand-in for paper §4.1's
+LLM-written ones), and :func:`judge_group` gives a group's rewards, high-variance score h (§4.2)
+and gate verdicts (§4.1-4.2).
 
-1. **Split** each completion into CoT and final answer at the LAST ``answer_marker`` (a reasoning
-   model's ``</think>``; the tiny world's ``The answer is``). The whitespace just before the marker
-   belongs to the answer, so the reference answer of an arith row is e.g.
-   ``" The answer is \\boxed{2}."`` and the CoT ends where a byte-level BPE word would. No marker: the
-   whole completion is the CoT (the reference is then scored after an unfinished chain of thought).
-   facts has no answer marker: a description is both its CoT and its answer, and the reference is
-   ``references[0]``.
-2. **Rubrics** (ours; the paper has an LLM write a compact set of yes/no questions per query and
-   drops those the reference answer fails, §4.1, App. E). The tiny world's are rule checks
-   (:class:`RuleRubric`), each judged on (CoT, final answer) of a rollout and kept only if the
-   reference passes it:
-
-   - arith: ``boxed_integer`` (the final answer's box holds an integer), ``boxed_once`` (exactly one
-     ``\\boxed{``), ``ends_after_box`` (nothing but a period or spaces after the box),
-     ``cot_matches_box`` (the last ``= N`` of the CoT equals the boxed number).
-   - facts: ``mentions <fact>`` per gold fact (a whole-word match, :func:`world.facts.coverage`) and
-     ``style`` (:func:`world.facts.style_ok` with the row's requested style).
-
-3. **Verdict** per group (:func:`judge_group`): the configured reward (``reward.dro.score``: R3,
-   avg_prob or avg_logprob; R3 is kept whatever the score, so the variants' curves compare), the
-   high-variance score h (§4.2) and the three gates (coverage and consistency over S[g, r], §4.1;
-   h >= theta with :class:`rewards.reflection.AdaptiveThreshold`, §4.2).
+Decisions and their reasons: docs/methods/dro.md.
 """
 
 from __future__ import annotations
@@ -38,11 +20,13 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from rewards import reflection
+from rewards.chat import THINK_END
 from rewards.verifiable import extract_boxed
 from world.facts import coverage, style_ok
 
 __all__ = [
     "ARITH_RUBRICS",
+    "FACTS_SEPARATOR",
     "GroupVerdict",
     "RuleRubric",
     "cot_and_answer",
@@ -50,12 +34,19 @@ __all__ = [
     "judge_group",
     "query_rubrics",
     "reference_answer",
+    "reference_parts",
     "rubric_row",
+    "scoring_prefix",
     "split_answer",
 ]
 
 
 # --- CoT / answer split and the reference ------------------------------------------------------
+
+# facts has no answer marker: the reference is scored after the rollout's description and this cue
+# (docs/methods/dro.md).
+FACTS_SEPARATOR = "\nAnswer:"
+
 
 def split_answer(text: str, marker: str) -> tuple[str, str]:
     """(CoT, final answer): the answer starts at the LAST ``marker``, with the whitespace before it.
@@ -84,8 +75,45 @@ def _reference_text(row: dict, task: str) -> str:
 
 
 def cot_and_answer(text: str, task: str, marker: str) -> tuple[str, str]:
-    """(CoT, final answer) of a completion or reference; a facts description is both."""
+    """(CoT, final answer) of a completion; a facts description is both. With a reasoning model's
+    marker ``</think>`` (any task): the reasoning before the last ``</think>`` and the reply after
+    it, or (the text, "") when the think block never closed (no answer yet).
+
+    >>> cot_and_answer("<think>\\n2 + 3 = 5\\n</think>\\n\\nThe answer is 5.", "arith", "</think>")
+    ('<think>\\n2 + 3 = 5\\n', 'The answer is 5.')
+    """
+    if marker == THINK_END:
+        at = text.rfind(THINK_END)
+        return (text, "") if at < 0 else (text[:at], text[at + len(THINK_END):].lstrip("\n"))
     return split_answer(text, marker) if task == "arith" else (text, text)
+
+
+def reference_parts(row: dict, task: str, marker: str) -> tuple[str, str]:
+    """(CoT, final answer) of the row's reference. A reference has no think block, so with the
+    marker ``</think>`` it is both (as a facts description is)."""
+    text = _reference_text(row, task)
+    return (text, text) if marker == THINK_END else cot_and_answer(text, task, marker)
+
+
+def scoring_prefix(text: str, task: str, marker: str) -> tuple[str, str]:
+    """(the part of a rollout the reference is scored after, the text between them).
+
+    The tiny world: the CoT before the answer marker (facts: the whole description, then
+    ``"\\nAnswer:"``). A reasoning model (marker ``</think>``): the rollout through its own last
+    ``</think>``, then the blank line Qwen3's template puts before the reply; a think block that
+    never closed is closed (``"\\n</think>\\n\\n"``), so the reference is always the reply.
+
+    >>> scoring_prefix("<think>\\n2 + 3 = 5\\n</think>\\n\\nThe answer is 5.", "arith", "</think>")
+    ('<think>\\n2 + 3 = 5\\n</think>', '\\n\\n')
+    >>> scoring_prefix(" 2 + 3 = 5. The answer is \\\\boxed{5}.", "arith", "The answer is")
+    (' 2 + 3 = 5.', '')
+    """
+    if marker == THINK_END:
+        at = text.rfind(THINK_END)
+        if at < 0:
+            return text, "\n" + THINK_END + "\n\n"
+        return text[:at + len(THINK_END)], "\n\n"
+    return cot_and_answer(text, task, marker)[0], FACTS_SEPARATOR if task == "facts" else ""
 
 
 def reference_answer(row: dict, task: str, marker: str) -> str:
@@ -96,6 +124,8 @@ def reference_answer(row: dict, task: str, marker: str) -> str:
     """
     if task == "facts":
         return _reference_text(row, task)
+    if marker == THINK_END:  # the whole reference is the reply after the rollout's reasoning
+        return _reference_text(row, task).lstrip()
     answer = split_answer(_reference_text(row, task), marker)[1]
     if not answer:
         raise ValueError(f"row {row.get('prompt_id', '?')}: the reference has no answer marker "
@@ -148,10 +178,13 @@ ARITH_RUBRICS = (
 )
 
 
+def _mentions(fact: str) -> Callable[[str, str], bool]:
+    return lambda cot, answer: coverage(answer, [fact]) == 1.0
+
+
 def facts_rubrics(row: dict) -> list[RuleRubric]:
     """One ``mentions <fact>`` rubric per gold fact, then the requested style."""
-    out = [RuleRubric(f"mentions {fact}", lambda cot, answer, f=fact: coverage(answer, [f]) == 1.0)
-           for fact in _field(row, "gold_facts", "facts")]
+    out = [RuleRubric(f"mentions {fact}", _mentions(fact)) for fact in _field(row, "gold_facts", "facts")]
     style = _field(row, "style", "facts")
     return out + [RuleRubric("style", lambda cot, answer: style_ok(answer, style))]
 
@@ -167,7 +200,7 @@ def query_rubrics(row: dict, task: str, marker: str) -> list[RuleRubric]:
     ['boxed_once', 'ends_after_box']
     """
     candidates = ARITH_RUBRICS if task == "arith" else facts_rubrics(row)
-    cot, answer = cot_and_answer(_reference_text(row, task), task, marker)
+    cot, answer = reference_parts(row, task, marker)
     return [r for r in candidates if r.check(cot, answer)]
 
 

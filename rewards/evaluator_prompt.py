@@ -3,8 +3,8 @@
 Shared by RLME's reward (`rewards/meta_eval.py`, paper 000 §3.1) and by the self-evaluation probe
 every policy is measured with (`evals/self_eval.py`). Kept apart from the reward so that editing
 RLME's reward re-runs only the RLME family, while editing this shared machinery re-runs every
-stage that prompts an evaluator (README, "The study pipeline": per-method invalidation). The
-batched target pass is `models/teacher_forcing.py`'s, shared with DRO and RLCER's judge.
+stage that prompts an evaluator (README, "Per-method invalidation"). The batched target pass is
+`rewards/teacher_forcing.py`'s, shared with DRO and RLCER's judge.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from core.params import template_fields
-from models.teacher_forcing import teacher_forced_logprobs
+from rewards.teacher_forcing import teacher_forced_logprobs
 
 DEFAULT_ANCHOR_TEMPLATE = "The correct answer is {gold}."
 
@@ -65,23 +65,32 @@ def render_evaluator_prompt(
     return template.format(**values)
 
 
-def target_logprobs(model: Any, tokenizer: Any, prompts: Sequence[str], target: str) -> torch.Tensor:
+def target_logprobs(model: Any, tokenizer: Any, prompts: Sequence[str], target: str, *,
+                    chat: Any = None) -> torch.Tensor:
     """log P(target | prompt) summed over the target's tokens, for a batch in ONE forward pass.
 
     Paper 000 App. B: the reward uses the evaluator's prediction of the target answer sequence
     (e.g. "YES" followed by the end marker), summing the log-probabilities of all its tokens.
     Prompts and target are tokenised separately (the prompt with the tokenizer's special
     tokens, e.g. BOS; the target without) so every row scores the same target ids. The pass is
-    :func:`models.teacher_forcing.teacher_forced_logprobs` (left-padded, explicit position ids, the
+    :func:`rewards.teacher_forcing.teacher_forced_logprobs` (left-padded, explicit position ids, the
     last T + 1 positions projected), run in eval mode; the model's mode is restored afterwards.
     Returns a float32 CPU tensor of shape [B].
+
+    ``chat`` (a :class:`rewards.chat.ChatFormat`): when ``tokenizer`` has a chat template, each
+    prompt becomes one user turn of it with the generation prompt and thinking off
+    (:meth:`~rewards.chat.ChatFormat.user_turn`), so the target is scored as the start of the
+    assistant's reply; the template writes its own special tokens, so none are added then.
     """
     target_ids = tokenizer(target, add_special_tokens=False)["input_ids"]
     if not target_ids:
         raise ValueError(f"target {target!r} tokenises to no tokens")
     if not prompts:
         return torch.zeros(0)
-    prompt_ids = tokenizer(list(prompts), add_special_tokens=True)["input_ids"]
+    templated = chat is not None and chat.wraps_scoring(tokenizer)
+    if templated:
+        prompts = [chat.user_turn(tokenizer, p) for p in prompts]
+    prompt_ids = tokenizer(list(prompts), add_special_tokens=not templated)["input_ids"]
     if any(len(p) == 0 for p in prompt_ids):
         raise ValueError("an evaluator prompt tokenises to no tokens; the first target token needs a context")
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0

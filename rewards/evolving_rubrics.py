@@ -1,32 +1,16 @@
 """RLCER: rewarding chains of thought with self-proposed, self-evolving rubrics (paper 004).
 
-One policy plays two roles (paper 004 §4.2): the *reasoner* answers a question with a CoT and a
-``\\boxed{}`` answer; the *rubricator* reads the question and one reasoner CoT and proposes rubrics,
-a JSON list of ``{"criterion": str, "points": int}`` with points a non-zero integer in [-5, 5]
-(positive = merit, negative = flaw). A frozen verifier says whether a CoT meets a criterion.
+One policy plays two roles (§4.2): the *reasoner* answers with a CoT and a ``\\boxed{}`` answer;
+the *rubricator* reads the question and one reasoner CoT and proposes rubrics, a JSON list of
+``{"criterion": str, "points": int}`` (points a non-zero integer in [-5, 5]). A rubric is *valid*
+when its satisfaction over the rollouts varies and correlates with correctness (Eq. 7); the
+reasoner earns the outcome plus the min-max normalised points of the valid rubrics its CoT meets
+(Eq. 6, 8-9), the rubricator the valid fraction of its own rubrics plus a format reward
+(Eq. 10-12). ``MODES`` holds the ablations (``rlcer``, ``no_evolve``, ``rubric_only``,
+``random``). The rule verifier at the end is the tiny world's stand-in for the paper's frozen judge
+(§4.3); the batch-level glue is :mod:`rewards.rlcer`.
 
-Why the pieces (paper 004 §4.3-4.4):
-- A rubric is *valid* for a question when its satisfaction over the N rollouts varies
-  (std(v_k) > 0) and correlates with answer correctness (Pearson corr(v_k, z) > alpha, alpha 0.2):
-  only then does rewarding it push the CoT toward correct answers. If every rollout is equally
-  right or wrong (std(z) = 0) nothing can be validated, so no rubric is valid.
-- The CoT reward is the min-max normalised points sum of the valid rubrics a CoT meets (Eq. 6).
-- The rubricator earns the fraction of its own rubrics that are valid (Eq. 10) plus a format
-  reward (Eq. 11), so it keeps proposing rubrics that still discriminate (self-evolution).
-
-Modes (an ablation switch; the ``rlcer_`` prefix of the run names is accepted too):
-- ``rlcer``: reasoner = outcome (+1 / -1) + r_cot; rubricator = valid fraction + format.
-- ``no_evolve`` (§5.4 "w/o evolving"): the rubricator is rewarded for format only.
-- ``rubric_only`` (§5.2): reasoner = r_cot alone, no outcome reward.
-- ``random`` (§5.2 "Rubric Only (Random)", the paper's control): reasoner = a U(0, 1) draw from the
-  caller's seeded generator, no outcome reward. **(ours)**: the paper runs this control without the
-  outcome reward, so this mode does too; it is the counterpart of ``rubric_only``.
-
-The rule-based verifier at the end of this module is the tiny world's stand-in for the frozen judge
-model of paper 004 §4.3. It only reads text conventions (``a op b = c.`` steps, ``\\boxed{}``, the
-latter read by :func:`rewards.verifiable.extract_boxed` like every other reward), never the world's
-generator, so the scoring functions above stay world-agnostic. The batch-level glue (question
-groups, per-question scores, rubricator advantages, hints) is :mod:`rewards.rlcer`.
+Decisions and their reasons: docs/methods/rlcer.md.
 """
 
 from __future__ import annotations
@@ -157,8 +141,8 @@ def parse_rubrics(text: str) -> list[ProposedRubric] | None:
         for candidate in _json_lists(source):
             saw_list = True
             if candidate and all(isinstance(x, dict) for x in candidate):
-                rubrics = [_rubric(item) for item in candidate]
-                return None if any(r is None for r in rubrics) else rubrics
+                rubrics = [r for item in candidate if (r := _rubric(item)) is not None]
+                return rubrics if len(rubrics) == len(candidate) else None
         if saw_list:
             return None
     return None

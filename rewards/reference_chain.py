@@ -1,34 +1,15 @@
-"""RLVRR reference reward chain: keyword-LCS content reward and sandboxed style reward.
+"""RLVRR reference reward chain: keyword-LCS content and sandboxed style reward (paper 002 §3).
 
-Paper 002 (RLVRR), section 3: instead of checking one final answer, the reward follows an
-ordered chain of verifiable signals taken from high-quality references.
+Instead of checking one final answer, the reward follows an ordered chain of verifiable signals
+taken from high-quality references. Content (§3.2, Eq. 3-4): per key point, the keyword sequences
+of rollout and reference are aligned by ``LCS(K_z, K_y) / max(|K_z|, |K_y|)``, the best reference
+wins, key points are averaged; dividing by the longer sequence is what makes keyword stuffing and
+shuffled order score below the reference's own order. Style (§3.3, Eq. 5): a weighted sum of
+model-written ``check(response) -> bool`` functions, untrusted code that only runs in
+:mod:`rewards.sandbox`. Table 3's ``direct`` ablation ignores order and repetition. Pure and fast:
+keyword regexes and the references' keyword sequences are cached.
 
-- Content (section 3.2, equations 3-4): for each key point p_m the keywords K^m are matched in
-  the reference z_i and in the rollout y, keeping order and repeats; the alignment is
-  ``LCS(K_z, K_y) / max(|K_z|, |K_y|)``, the best reference wins per key point and the key
-  points are averaged. Dividing by the longer sequence is what makes keyword stuffing and
-  shuffled order score lower than the reference's own order.
-- Style (section 3.3, equation 5): a weighted sum of model-written ``check(response) -> bool``
-  functions. They are untrusted code, so they only ever run in :mod:`rewards.sandbox`.
-- Table 3 ablation ``direct``: the fraction of a reference's keywords present in the rollout,
-  ignoring order and repetition (the paper shows it invites verbose, stuffed outputs).
-
-Choices that are ours (SPEC.md leaves them open):
-
-- Case-insensitive means both sides are lower-cased with ``str.lower`` (not regex IGNORECASE,
-  which differs only for a few exotic characters and is much slower). Whitespace inside a
-  multi-word keyword matches any run of whitespace, so a phrase broken across a line still
-  counts; the match is reported as the keyword's normalised lower-case form.
-- A key point whose keyword list has no non-empty keyword cannot be matched by anything, not
-  even its own references; it is left out of the mean instead of capping every score below 1.
-- ``None`` (house rule 6) when the reward does not apply: no references, no scorable key point,
-  or no style checks. :func:`chain_reward` then uses whichever part exists.
-- ``direct`` mode: per key point and reference, ``|set(K_z) & set(K_y)| / |set(K_z)|`` (0 when the
-  reference holds none of the keywords), max over references, mean over key points. When every
-  keyword occurs in the reference this is exactly "fraction of K^m present in the rollout".
-
-Scoring is pure and fast: one compiled regex per keyword list (cached), and the keyword
-sequences of references are cached too, since all G completions of a group share them.
+Decisions and their reasons: docs/methods/rlvrr.md.
 """
 
 from __future__ import annotations

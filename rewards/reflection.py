@@ -1,24 +1,16 @@
-"""DRO: the Reasoning Reflection Reward (R3), rubric gating and variance filtering (SPEC 4, paper 003).
+"""DRO: the Reasoning Reflection Reward (R3), rubric gating and variance filtering (paper 003).
 
-Why this reward exists (paper 003 §3.1): the probability the policy gives a *reference* answer after
-its own chain of thought measures how good that chain of thought was. Averaging that probability
-over every reference token dilutes the few "reasoning-reflective" tokens whose probability actually
-depends on the CoT (§3.1.2, Appendix C), so R3 (§3.2) clips each token probability to
-``[clip_low, clip_high]`` (near-certain and near-impossible tokens carry style noise, not reasoning
-signal) and weights tokens by a softmax of how much their probability varies across the group.
+The probability the policy gives a *reference* answer after its own chain of thought measures how
+good that chain of thought was (§3.1). R3 (§3.2) clips each token probability to
+``[clip_low, clip_high]`` and weights tokens by a softmax of how much their probability varies
+across the group, so the few reasoning-reflective tokens are not diluted (§3.1.2, App. C). Inputs
+per group: ``P[g, t]`` (teacher-forced probability of reference token t after rollout g's CoT) and
+``mask[g, t]`` (real tokens). Also here: the plain aggregations paper 003 compares against
+(Table 1 rows 3-4), the coverage and consistency gates (§4.1), the variance score h with its
+adaptive threshold (§4.2) and the static pre-filter (§5.5).
 
-Inputs are per group: ``P[g, t]`` is the teacher-forced probability of reference token ``t`` after
-rollout ``g``'s CoT and ``mask[g, t]`` marks real (non-padding) tokens. A token's spread
-``sigma_t`` is the population standard deviation over the rollouts where it is valid; the softmax
-runs over each rollout's valid tokens only, so padding never takes weight. With one shared
-reference per group (the usual case) every row has the same mask and this is exactly SPEC 4.
-
-Choices marked **(ours)** in SPEC 4 and kept as parameters (``params.yaml``, ``dro`` section):
-``clip_low=0.1``, ``clip_high=0.9``, ``emphasis=10`` (§5.3 tunes it per dataset; the extracted text
-lost the value), ``top_frac=0.25``, ``min_rubric_frac=0.5``. Also ours: a rollout with no valid
-token gets ``nan`` (house rule 6: "does not apply", never a silent 0.0); an all-masked group has
-variance score 0.0 (no signal). ``avg_logprob_rewards`` and ``avg_prob_rewards`` are the two plain
-aggregations paper 003 compares against (Table 1 rows 3-4, Fig. 3).
+Decisions and their reasons (the defaults that are ours, NaN for a rollout with no valid token):
+docs/methods/dro.md.
 """
 
 from __future__ import annotations

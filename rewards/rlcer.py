@@ -6,26 +6,9 @@ The per-question maths (rubric parsing, validity, the CoT reward, both roles' re
 :mod:`rewards.evolving_rubrics`; the policy's two roles in one GRPO step (rubricator sampling, the
 judge model, the two-role batch) are :mod:`models.rlcer_trainer`. Nothing here runs a model.
 
-**Rubricator baseline (ours).** The paper trains the rubricator with PPO and a critic because every
-rubricator rollout has its own context (question + one CoT), so GRPO's same-prompt groups do not
-exist. We keep GRPO's critic-free update and use as baseline the mean reward of the rubricator
-rollouts of the *same question in the same step*, scaled like the reasoner's advantages
-(``scale_rewards``: group = that question's std, batch = the std of all rubricator rewards, none =
-no scaling). Sound: a rubricator's reward (valid fraction of *its own* rubrics + format, Eq. 10-12)
-depends on its own rubrics and on the question's reasoner rollouts, never on the other rubricator
-rollouts; given the step's reasoner rollouts the peers' rewards do not depend on its action, so the
-leave-one-out mean is an unbiased baseline and the group mean gives that same advantage times the
-constant (R-1)/R. Useful: most of the rubricator reward's variance belongs to the question (one
-whose N rollouts are all right or all wrong validates no rubric at all), which is what a critic
-would learn and what a batch or running mean would not remove: rubricators of an all-correct
-question would be pushed down for something they cannot change. With ``rubricator_rollouts: 1`` a
-question has no peer, so the baseline falls back to the batch mean and std of the step's rubricator
-rewards.
-
-**Which CoTs (ours).** Paper Algorithm 1 runs one rubricator per reasoner rollout (R = N); R is a
-parameter here to bound the cost. Rubricator j of a question reads CoT ``picks[j]``, drawn as a
-seeded permutation of the G rollouts (:func:`pick_cots`), so picks are distinct (when R > G every
-CoT is read once before any is read twice).
+The rubricator's baseline (ours: the mean reward of the same question's rubricator rollouts in the
+step, where the paper uses PPO with a critic) and the seeded choice of CoTs are explained, with
+their reasons, in docs/methods/rlcer.md.
 """
 
 from __future__ import annotations

@@ -1,31 +1,14 @@
 """`rlvrr`: the TRL reward callable of the reference reward chain (paper 002).
 
-:class:`RlvrrReward` scores a generation batch against the offline components written by the
-`synthesize` stage (``data/components/<task>_<split>.jsonl``, schema in synthesis/README.md),
-found by each row's ``prompt_id`` column. The maths lives in :mod:`rewards.reference_chain`;
-this module is the glue that makes it cheap at training time:
+:class:`RlvrrReward` (``rlvrr_chain``) scores a generation batch against the offline components of
+the `synthesize` stage (``data/components/<task>_<split>.jsonl``, schema in synthesis/README.md),
+found by each row's ``prompt_id``; the maths is :mod:`rewards.reference_chain`. All style checks of
+a batch go to the sandbox in ONE round trip; completions are cut at the first special-token text
+before scoring; a row without components gets ``None`` (the reward does not apply). Options are
+paper 002's Table 3 ablations (``mode="direct"``, ``single_ref``, ``content_only``,
+``content_weight``).
 
-- all style checks of the whole batch go to the sandbox in ONE round trip
-  (:meth:`rewards.sandbox.StyleSandbox.run_groups`, one group per prompt, so a prompt's checks
-  only see its own completions); content scoring is pure Python with cached keyword regexes
-  and cached reference keyword sequences (the paper reports a 0.71% overhead);
-- completions are cut at the first special-token text (EOS, padding, chat end markers) and
-  stripped, so a completion decoded with its special tokens scores like the clean text
-  (what the policy wrote is scored, not its padding or end-of-sequence text).
-
-Choice that is ours: ONE callable, ``rlvrr_chain``, returning ``chain_reward(r_c, r_s)``,
-rather than two callables ``rlvrr_content`` / ``rlvrr_style`` summed by TRL's
-``reward_weights``. TRL sums weighted rewards with ``nansum``, so a prompt without style
-checks would get ``0.5 * r_c`` instead of "the part that exists"; one callable keeps
-:func:`rewards.reference_chain.chain_reward`'s semantics and its ``content_weight`` ablation
-switch. The parts of the last call are kept in ``last_content`` / ``last_style`` (and their
-means in :meth:`RlvrrReward.metrics`) for a callback to log.
-
-Options (paper Table 3 ablations): ``mode="direct"`` (keyword presence, order ignored),
-``single_ref`` (only the first reference), ``content_only`` (no style checks, no sandbox),
-``content_weight`` (1 = w/o style, 0 = w/o content). A row whose ``prompt_id`` has no
-components (not synthesised, or dropped by the synthesis filter) gets ``None``: the reward does
-not apply.
+Decisions and their reasons: docs/methods/rlvrr.md.
 """
 
 from __future__ import annotations
@@ -37,7 +20,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from core import ranks
 from core.io import DataError, iter_jsonl
+from rewards.chat import strip_thinking
 from rewards.reference_chain import ContentMode, chain_reward, content_reward, style_reward
 from rewards.sandbox import DEFAULT_CPU_SECONDS, StyleSandbox
 from rewards.verifiable import completion_text
@@ -147,8 +132,9 @@ class RlvrrReward:
         self.last_style: list[float | None] = []
 
     def clean(self, completion: Any) -> str:
-        """The completion's text up to its first special token, stripped."""
-        text = completion_text(completion)
+        """The completion's text up to its first special token, stripped; a reasoning model's
+        reply only (after its think block: `rewards.chat.strip_thinking`)."""
+        text = strip_thinking(completion_text(completion))
         if self._cut is not None:
             match = self._cut.search(text)
             if match:
@@ -185,6 +171,10 @@ class RlvrrReward:
             self.last_style.append(style)
             rewards.append(None if prompt is None
                            else chain_reward(content, style, self.content_weight))
+        # The logged parts cover the global batch: every rank's, in rank order.
+        parts = ranks.gather_objects((self.last_content, self.last_style))
+        self.last_content = [v for content, _ in parts for v in content]
+        self.last_style = [v for _, style in parts for v in style]
         return rewards
 
     def _style_results(self, ids: Sequence[Any], texts: list[str], found: list[_Prompt | None]

@@ -1,12 +1,14 @@
-"""Collapse detectors on synthetic histories with hand-computed expected steps (SPEC 10)."""
+"""Collapse detectors on synthetic histories with hand-computed expected steps."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 
+from core.params import load
 from models.collapse import (
     CollapseConfig,
     CollapseEvent,
@@ -14,8 +16,6 @@ from models.collapse import (
     detect_entropy_collapse,
     detect_length_collapse,
     detect_reward_hacking,
-    is_noop,
-    noop_rate,
 )
 
 # Reward rises throughout; held-out peaks at 0.50 (step 20, reward 0.3), then falls.
@@ -64,7 +64,7 @@ def test_reward_tolerance() -> None:
 
 
 def test_drop_of_exactly_min_drop_counts() -> None:
-    # 0.7 - 0.6 is 0.0999... in binary; SPEC says "at least min_drop".
+    # 0.7 - 0.6 is 0.0999... in binary; the detector means "at least min_drop".
     assert detect_reward_hacking([0, 1, 2], [0.1, 0.2, 0.3], [0.7, 0.6, 0.6]) == 2
 
 
@@ -120,37 +120,6 @@ def test_length_collapse_clipped() -> None:
     assert detect_length_collapse(steps, lengths, clipped, max_clipped=0.8) is None
 
 
-def test_noop_identical_after_whitespace() -> None:
-    assert is_noop("The  answer\nis 5.", "The answer is 5.")
-    assert is_noop("  x  ", "x")
-    assert not is_noop("The answer is 6.", "The answer is 5.")
-
-
-def test_noop_copy_of_prompt() -> None:
-    prompt = "Tom has 3 apples and buys 4 more. How many apples does he have?"
-    assert is_noop(prompt + " " + prompt, prompt)
-    assert is_noop("Tom has 3 apples and buys 4 more. How many apples does he have? Hmm.", prompt)
-    solution = "He starts with 3 apples, buys 4, and 3 + 4 = 7, so he has \\boxed{7} apples in total now."
-    assert not is_noop(solution, prompt)
-    # Quoting the prompt before a real solution of similar size is not a no-op.
-    assert not is_noop(prompt + " " + solution, prompt)
-
-
-def test_noop_short_outputs_need_identity() -> None:
-    assert not is_noop("3", "What is 6 / 2? Use 3 steps.")
-    assert not is_noop("", "What is 2 + 3?")
-    assert is_noop("", "   ")
-
-
-def test_noop_rate() -> None:
-    prompts = ["a b c d", "e f g h", "i j k l", "m n o p"]
-    outputs = ["a b  c d", "totally new words here", "i j k\nl", "q r s t"]
-    assert noop_rate(outputs, prompts) == 0.5
-    assert math.isnan(noop_rate([], []))
-    with pytest.raises(ValueError, match="one input per output"):
-        noop_rate(["a"], [])
-
-
 # step, reward, heldout, entropy, length, clipped
 HISTORY = [
     (0, 0.1, 0.40, 2.0, 400, 0.0),
@@ -180,7 +149,7 @@ def test_monitor_fires_each_kind_once_at_the_right_step() -> None:
 
 
 def test_monitor_agrees_with_pure_detectors() -> None:
-    monitor = CollapseMonitor()
+    monitor = CollapseMonitor(CollapseConfig(entropy_floor=0.1))
     for row in HISTORY:
         monitor.update(*row)
     steps, reward, heldout, entropy, lengths, clipped = (list(c) for c in zip(*HISTORY))
@@ -217,9 +186,9 @@ def test_config_validation() -> None:
 
 
 def test_monitor_compares_with_the_evaluation_before_training() -> None:
-    """The RLME run of issue 4: held-out falls within the first window (0.175 -> 0.11) while the
-    self-evaluation reward rises. The evaluation before training has no train reward; it takes
-    the first window's, so the fall from the start is caught."""
+    """Live RLME on the v1 base (docs/results.md): held-out falls within the first window
+    (0.175 -> 0.11) while the self-evaluation reward rises. The evaluation before training has no
+    train reward; it takes the first window's, so the fall from the start is caught."""
     monitor = CollapseMonitor(CollapseConfig(min_drop=0.1, patience=2))
     history = [(0, None, 0.175), (25, -0.917, 0.11), (50, -0.93, 0.04), (75, -0.85, 0.045),
                (100, -0.82, 0.045), (125, -0.80, 0.04)]
@@ -227,3 +196,10 @@ def test_monitor_compares_with_the_evaluation_before_training() -> None:
     assert [(e.kind, e.step) for e in fired] == [("reward_hacking", 100)]
     assert "best 0.175 (step 0)" in fired[0].message
     assert math.isnan(monitor.reward[0])  # the recorded series is left as measured
+
+
+def test_config_defaults_are_params_yaml(monkeypatch: pytest.MonkeyPatch) -> None:
+    # params.yaml (validated by core/params.py) is the source of truth; the dataclass defaults,
+    # used by tests and offline analysis, must not drift from it.
+    monkeypatch.delenv("LAB_PRESET", raising=False)
+    assert dataclasses.asdict(CollapseConfig()) == load().collapse.model_dump()

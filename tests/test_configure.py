@@ -76,7 +76,8 @@ def test_shared_settings_reach_every_run_and_eval_settings_only_evaluation():
     raw = copy.deepcopy(RAW)
     before = _configs(raw)
     raw["grpo"]["learning_rate"] = 1e-5
-    assert {k for k in before if before[k] != _configs(raw)[k]} == {(m, "train") for m in raw["methods"]}
+    after = _configs(raw)
+    assert {k for k in before if before[k] != after[k]} == {(m, "train") for m in raw["methods"]}
     raw = copy.deepcopy(RAW)
     raw["eval"]["k"] = 8
     assert {kind for (_, kind), c in _configs(raw).items() if c != before[(_, kind)]} == {"evaluate"}

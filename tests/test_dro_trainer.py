@@ -1,5 +1,5 @@
 """DRO in training: the CoT/answer split, rubrics and group verdicts (rewards/dro.py), P from one
-batched pass (models/teacher_forcing.py, models/dro_trainer.py), the plan, and (slow) GRPO steps
+batched pass (rewards/teacher_forcing.py, models/dro_trainer.py), the plan, and (slow) GRPO steps
 where a rejected group adds no gradient."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import torch
 
 from core.params import Arch, load
 from models import dro_trainer as dro
-from models.teacher_forcing import teacher_forced_logprobs
 from models.tiny import build_model, build_tokenizer
 from rewards import MethodContext, MethodPlan
 from rewards import dro as dro_scoring
 from rewards.reflection import AdaptiveThreshold, avg_prob_rewards
+from rewards.teacher_forcing import teacher_forced_logprobs
 from world import arith, facts
 
 MARKER = "The answer is"
@@ -231,7 +231,7 @@ def _ctx(name: str, **grpo_update) -> MethodContext:
     p = load(preset="ci")
     family, cfg = p.method_config(name)
     return MethodContext(name=name, family=family, cfg=cfg,
-                         grpo=p.method_grpo(name).model_copy(update=grpo_update), params=p, seed=0)
+                         grpo=p.method_grpo(name).model_copy(update=grpo_update), seed=0)
 
 
 def test_build_returns_the_trainer_and_a_named_placeholder():

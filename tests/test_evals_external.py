@@ -6,7 +6,14 @@ import pytest
 
 from core.io import DataError
 from evals import external
-from evals.external import gsm8k_rows, ifeval_check, ifeval_rows, math_rows, score_ifeval, score_math
+from evals.external import (
+    gsm8k_rows,
+    ifeval_check,
+    ifeval_rows,
+    math_rows,
+    score_ifeval,
+    score_math,
+)
 from evals.metrics import Ratio, aggregate
 
 
@@ -120,11 +127,13 @@ def test_ifeval_parquet_nulls_in_kwargs_are_dropped(tmp_path):
 
 @pytest.mark.parametrize("bad,match", [
     ({**QUOTED, "instruction_id_list": ["startend:quote"]}, r"i\.jsonl:2: unknown instruction 'startend:quote'"),
-    ({**NO_COMMA_KEYWORDS, "kwargs": [{}, {}]}, r"i\.jsonl:2: instruction 'keywords:existence' takes kwargs \['keywords'\], got \[\]"),
+    ({**NO_COMMA_KEYWORDS, "kwargs": [{}, {}]},
+     r"i\.jsonl:2: instruction 'keywords:existence' takes kwargs \['keywords'\], got \[\]"),
     ({**NO_COMMA_KEYWORDS, "kwargs": [{}, {"keyword": ["cat"]}]}, r"i\.jsonl:2: .*got \['keyword'\]"),
     ({**NO_COMMA_KEYWORDS, "kwargs": [{}]}, r"i\.jsonl:2: `kwargs` must be a list of 2 objects"),
     ({**QUOTED, "instruction_id_list": []}, r"i\.jsonl:2: `instruction_id_list` must be a non-empty"),
-    ({"instruction_id_list": ["startend:quotation"], "kwargs": [{}]}, r"i\.jsonl:2: needs a non-empty string field `prompt`"),
+    ({"instruction_id_list": ["startend:quotation"], "kwargs": [{}]},
+     r"i\.jsonl:2: needs a non-empty string field `prompt`"),
     ("not json", r"i\.jsonl:2: not valid JSON"),
 ])
 def test_ifeval_malformed_row_names_file_and_line(tmp_path, bad, match):

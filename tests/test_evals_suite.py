@@ -152,7 +152,7 @@ def test_registry_imports_no_torch():
 
 
 def test_pairs_and_helpsteer3_benchmarks(tmp_path, monkeypatch):
-    """GenRM benchmarks (SPEC 6): outcome accuracy headline, RC of the top-5 reasons, malformed rate."""
+    """GenRM benchmarks (paper 001): outcome accuracy headline, RC of the top-5 reasons, malformed rate."""
     checklist = ["The first step is wrong: 3 * 3 is 9, not 11.",
                  "The final answer 2 is wrong; the correct answer is 3."]
     prepared = tmp_path / "prepared"

@@ -1,4 +1,4 @@
-"""Fault tolerance of the `synthesize` stage against a flaky OpenAI-compatible endpoint (issue 10).
+"""Fault tolerance of the `synthesize` stage against a flaky OpenAI-compatible endpoint.
 
 A stub server on 127.0.0.1 (a thread in the test) answers HTTP 503 to its first N requests, or to
 every request. The stage reads the endpoint from `SYNTHESIS_LLM_URL`, as in production:
@@ -19,9 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from core.params import load
-from synthesis.config import SynthesizeConfig
-from synthesis.llm import LlmEndpointError
+from core.llm import LlmEndpointError
+from core.params import SynthesizeConfig, load
 from tests.chat_stub import ChatStub, chat_payload
 
 NAMES = {"train": [("Zorb", "crab", "green"), ("Lune", "frog", "brown")], "val": [("Kesh", "owl", "grey")]}

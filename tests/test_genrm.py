@@ -203,8 +203,7 @@ def test_reward_pickles() -> None:
 
 def test_build_plan_logs_the_reward() -> None:
     cfg = SimpleNamespace(mode="ap_only", matcher="lexical", top_k=5)
-    ctx = MethodContext(name="rationale_ap_only", family="rationale", cfg=cfg, grpo=None,
-                        params=None, seed=0)
+    ctx = MethodContext(name="rationale_ap_only", family="rationale", cfg=cfg, grpo=None, seed=0)
     for plan in (build(ctx), build_plan(ctx)):
         assert isinstance(plan, MethodPlan)
         (reward,) = plan.reward_funcs

@@ -1,4 +1,4 @@
-"""Hostile and malformed inputs (issue 10): every reader, parser and reward either answers fast
+"""Hostile and malformed inputs: every reader, parser and reward either answers fast
 or fails with one clear error; nothing crashes deep inside, hangs, returns NaN/inf, or loses rows.
 
 Why rewards must never be NaN or inf: TRL 1.16's GRPOTrainer turns a `None` reward into NaN and
@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from core.io import DataError, read_jsonl, write_jsonl
+from core.params import SynthesizeConfig
 from rewards.baselines import RandomReward
 from rewards.evolving_rubrics import parse_rubrics
 from rewards.rationale import VERDICTS, parse_verdict
@@ -31,7 +32,6 @@ from rewards.reference_chain import content_reward
 from rewards.verifiable import extract_boxed, rlvr_correct
 from synthesis import llm as synth_llm
 from synthesis import synthesize
-from synthesis.config import SynthesizeConfig
 
 MB = 1_000_000
 # Seconds a single hostile call may take. Honest inputs of this size take under 1 s here; the
@@ -75,7 +75,7 @@ def within(seconds: float, fn, *args):
     def child() -> None:
         try:
             send.send(("ok", fn(*args)))
-        except BaseException as e:  # noqa: BLE001 - any failure is reported to the parent as text
+        except BaseException as e:  # any failure is reported to the parent as text
             send.send(("raised", f"{type(e).__name__}: {e}"[:300]))
 
     proc = ctx.Process(target=child, daemon=True)

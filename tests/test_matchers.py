@@ -1,4 +1,4 @@
-"""Reason matcher backends (rewards/matchers.py, SPEC 6): lexical, embedding, llm (MetaJudge).
+"""Reason matcher backends (rewards/matchers.py): lexical, embedding, llm (MetaJudge).
 
 The llm matcher runs against a stub OpenAI-compatible server on 127.0.0.1 started in the test
 (http.server in a thread) that answers from a script: well-formed replies, malformed ones, 500s.
@@ -14,6 +14,8 @@ import pickle
 import numpy as np
 import pytest
 
+from core.llm import LlmEndpointError
+from core.params import LlmSettings
 from rewards.genrm import GenrmReward
 from rewards.matchers import (
     EmbeddingMatcher,
@@ -24,8 +26,6 @@ from rewards.matchers import (
     render_prompt,
 )
 from rewards.rationale import lexical_matcher
-from synthesis.config import LlmSettings
-from synthesis.llm import LlmEndpointError
 from tests.chat_stub import ChatStub
 
 HUMAN = ["The first step is wrong: 3 * 3 is 9, not 11.",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import timeit
 from collections.abc import Iterator
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -233,7 +234,10 @@ def test_meta_eval_reward_one_float_per_completion_one_forward_per_pair(
     assert "Answer : 7 " in rendered[0][0] and "(22)" in rendered[0][0]  # extracted answer, {length} = 22 chars
     lp = np.array(
         [
-            [target_logprobs(policy, tokenizer, rendered[k], q.target + "</s>").numpy() for k, q in enumerate(QUESTIONS)]
+            [
+                target_logprobs(policy, tokenizer, rendered[k], q.target + "</s>").numpy()
+                for k, q in enumerate(QUESTIONS)
+            ]
             for _ in range(2)  # frozen == live before any update
         ]
     )
@@ -269,9 +273,9 @@ def test_live_without_trainer_or_policy_fails_clearly(tokenizer: PreTrainedToken
 
 
 def test_model_path_evaluator(
-    policy: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast, tmp_path: object, forward_calls: list[int]
+    policy: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast, tmp_path: Path, forward_calls: list[int]
 ) -> None:
-    path = tmp_path / "evaluator"  # type: ignore[operator]
+    path = tmp_path / "evaluator"
     policy.save_pretrained(path)
     tokenizer.save_pretrained(path)
     reward = _reward(policy, tokenizer, evaluators=[Evaluator("self", "live"), Evaluator("ext", str(path))])
@@ -281,17 +285,17 @@ def test_model_path_evaluator(
 
 
 def test_nonexistent_evaluator_path_fails_at_construction(
-    policy: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast, tmp_path: object
+    policy: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast, tmp_path: Path
 ) -> None:
-    missing = str(tmp_path / "no-such-model")  # type: ignore[operator]
+    missing = str(tmp_path / "no-such-model")
     with pytest.raises(FileNotFoundError, match=r"evaluator 'judge'.*no-such-model.*does not exist"):
         _reward(policy, tokenizer, evaluators=[Evaluator("judge", missing)])
 
 
 def test_evaluator_folder_without_a_model_fails_at_construction(
-    policy: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast, tmp_path: object
+    policy: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast, tmp_path: Path
 ) -> None:
-    empty = tmp_path / "judge_model"  # type: ignore[operator]
+    empty = tmp_path / "judge_model"
     empty.mkdir()
     with pytest.raises(FileNotFoundError, match=r"evaluator 'judge'.*judge_model.*no config.json"):
         _reward(policy, tokenizer, evaluators=[Evaluator("judge", str(empty))])

@@ -1,4 +1,4 @@
-"""RLVRR reference reward chain (SPEC.md section 3). Expected numbers are worked by hand."""
+"""RLVRR reference reward chain (docs/methods/rlvrr.md). Expected numbers are worked by hand."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DRO scoring (rewards/reflection.py, SPEC 4): worked examples computed by hand in the comments."""
+"""DRO scoring (rewards/reflection.py): worked examples computed by hand in the comments."""
 
 from __future__ import annotations
 

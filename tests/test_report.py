@@ -8,7 +8,7 @@ import json
 import math
 import re
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -279,7 +279,7 @@ def test_the_readme_results_table_is_generated_from_the_metrics_files(tmp_path) 
 
 # ------------------------------------------------------------------------------ the answer first
 
-NOW = datetime(2025, 3, 4, 5, 6, tzinfo=timezone.utc)
+NOW = datetime(2025, 3, 4, 5, 6, tzinfo=UTC)
 
 
 @pytest.fixture(autouse=True)

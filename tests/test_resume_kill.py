@@ -1,4 +1,4 @@
-"""A training stage killed with SIGKILL mid-run resumes from its newest complete checkpoint (issue 10).
+"""A training stage killed with SIGKILL mid-run resumes from its newest complete checkpoint.
 
 In a temporary git clone on the micro preset (8 GRPO steps, a checkpoint every 2): start
 `python -m flows.train`, `kill -9` its process group once checkpoint-4 is complete, check that

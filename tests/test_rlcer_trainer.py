@@ -21,7 +21,13 @@ from models.rlcer_trainer import (
     yes_no_judgements,
 )
 from rewards.evolving_rubrics import ProposedRubric
-from rewards.rlcer import hint_prompt, pick_cots, question_groups, rubricator_advantages, score_question
+from rewards.rlcer import (
+    hint_prompt,
+    pick_cots,
+    question_groups,
+    rubricator_advantages,
+    score_question,
+)
 
 PAD = 0
 PROMPT = "Problem: Ann has 7 apples and buys 5, then eats 3. Then she doubles them. How many?\nSolution:"
@@ -352,7 +358,7 @@ def test_rubricator_rows_drive_the_update_with_trl_extras(tiny_judge, tmp_path) 
     args = GRPOConfig(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=4, num_generations=2,
                       steps_per_generation=2, gradient_accumulation_steps=2, num_iterations=2, beta=0.04,
                       max_completion_length=8, learning_rate=1e-4, logging_steps=1, save_strategy="no",
-                      report_to=[], use_cpu=True, bf16=False, gradient_checkpointing=False,
+                      report_to=[], use_cpu=True, bf16=False, activation_checkpointing=False,
                       remove_unused_columns=False, disable_tqdm=True, seed=0)
     reward = RlcerReward(cfg(max_rubric_tokens=12), verifier=CountingVerifier())
     trainer = recording(RlcerGRPOTrainer)(model=str(tiny_judge), reward_funcs=[reward], args=args,
@@ -401,7 +407,7 @@ def test_two_grpo_steps_train_both_roles(tmp_path_factory) -> None:
     family, rcfg = p.method_config("rlcer")
     g = p.method_grpo("rlcer")
     model, tok = load_policy(d / "base", for_training=True)
-    ctx = MethodContext(name="rlcer", family=family, cfg=rcfg, grpo=g, params=p, seed=p.seed,
+    ctx = MethodContext(name="rlcer", family=family, cfg=rcfg, grpo=g, seed=p.seed,
                         policy=model, tokenizer=tok)
     plan = build(ctx)
     plan.trainer_cls = recording(plan.trainer_cls)

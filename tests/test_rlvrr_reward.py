@@ -1,4 +1,4 @@
-"""The `rlvrr` TRL reward callable (SPEC.md section 3) on hand-written completions.
+"""The `rlvrr` TRL reward callable (docs/methods/rlvrr.md) on hand-written completions.
 
 Components are hand-written, so every expected number can be worked out by hand: key point
 "diet" has three keywords whose order the LCS content reward checks; the other key points have one.
@@ -211,8 +211,8 @@ def test_picklable(components) -> None:
 
 def test_rule_synthesis_end_to_end(tmp_path, sandbox) -> None:
     """Components from the rule backend: the references score 1, the wrong style less."""
+    from core.params import SynthesizeConfig
     from synthesis import synthesize, write_components
-    from synthesis.config import SynthesizeConfig
 
     rows = [{"id": "r1", "prompt": "Describe Zorb. One sentence per fact.",
              "references": [" " + REF_A, " " + REF_B, " Meet Zorb, a crab. Its color is green. "

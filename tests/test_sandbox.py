@@ -46,7 +46,8 @@ HOSTILE = [
     ("globals_of_check", body("return 'os' in check.__globals__"), {"rejected"}),
     ("getattr_chain", body("return getattr(getattr(response, '__class__'), '__base__') is not None"), {"rejected"}),
     ("builtins_dict", body("return __builtins__['open']('TARGET', 'w') is not None"), {"rejected"}),
-    ("os_via_builtins", body("os = __builtins__.__import__('os')\nreturn os.system('touch TARGET') == 0"), {"rejected"}),
+    ("os_via_builtins", body(
+        "os = __builtins__.__import__('os')\nreturn os.system('touch TARGET') == 0"), {"rejected"}),
     ("import_os", "import os\n" + body("return os.system('touch TARGET') == 0"), {"rejected"}),
     ("from_os_import", body("from os import system\nreturn system('touch TARGET') == 0"), {"rejected"}),
     ("os_fork", body("return os.fork() >= 0"), {"rejected"}),
@@ -65,19 +66,24 @@ HOSTILE = [
     ("str_format_unbound", body("return str.format('{0.__class__.__mro__}', response) != ''"), {"rejected"}),
     ("generator_frame", body("g = (x for x in [1])\nreturn g.gi_frame.f_back.f_globals is not None"), {"rejected"}),
     ("frame_prefix_only", body("g = (x for x in [1])\nf = g.gi_frame\nreturn f is not None"), {"rejected"}),
-    ("traceback_frame", body("try:\n    1 / 0\nexcept ZeroDivisionError as e:\n    return e.__traceback__.tb_frame is not None"), {"rejected"}),
+    ("traceback_frame", body(
+        "try:\n    1 / 0\nexcept ZeroDivisionError as e:\n    return e.__traceback__.tb_frame is not None"),
+     {"rejected"}),
     ("attribute_assignment", body("re.search = lambda *a: True\nreturn True"), {"rejected"}),
     ("class_definition", "class X:\n    pass\n" + body("return True"), {"rejected"}),
     ("decorator", body("return True").replace("def check", "@len\ndef check"), {"rejected"}),
-    ("generator_finally_hang", "def g():\n    try:\n        yield 1\n    finally:\n        while True:\n            pass\n"
+    ("generator_finally_hang",
+     "def g():\n    try:\n        yield 1\n    finally:\n        while True:\n            pass\n"
      + body("x = g()\nnext(x)\nreturn True"), {"rejected"}),
     ("finally_continue_swallows_timeout", body(
         "while True:\n    try:\n        while True:\n            pass\n    finally:\n        continue"),
      {"rejected"}),
     ("finally_return_swallows_timeout", body(
         "try:\n    while True:\n        pass\nfinally:\n    return True"), {"rejected"}),
-    ("bare_except_swallows_timeout", body("try:\n    while True:\n        pass\nexcept:\n    return True"), {"rejected"}),
-    ("base_exception_swallows_timeout", body("try:\n    while True:\n        pass\nexcept BaseException:\n    return True"), {"rejected"}),
+    ("bare_except_swallows_timeout", body(
+        "try:\n    while True:\n        pass\nexcept:\n    return True"), {"rejected"}),
+    ("base_exception_swallows_timeout", body(
+        "try:\n    while True:\n        pass\nexcept BaseException:\n    return True"), {"rejected"}),
     ("print_call", body("print('x')\nreturn True"), {"rejected"}),
     ("global_statement", body("global re\nre = None\nreturn True"), {"rejected"}),
     ("top_level_loop", "while True:\n    pass\n" + body("return True"), {"rejected"}),
@@ -88,7 +94,8 @@ HOSTILE = [
     ("module_internals_json_codecs", body("return json.codecs.open('TARGET', 'w') is not None"), {"raised"}),
     ("module_internals_re", body("return re.enum is not None"), {"raised"}),
     ("infinite_loop", body("while True:\n    pass"), {"timed_out"}),
-    ("timeout_caught_by_exception", body("try:\n    while True:\n        pass\nexcept Exception:\n    return True"), {"timed_out"}),
+    ("timeout_caught_by_exception", body(
+        "try:\n    while True:\n        pass\nexcept Exception:\n    return True"), {"timed_out"}),
     ("regex_backtracking", body("return re.match(r'(a+)+$', 'a' * 40 + 'b') is None"), {"timed_out", "crashed"}),
     # A loop entirely in C (max over a callable iterator) never lets the CPU timer's handler
     # run: only the parent's wall-clock kill (or the RLIMIT_CPU backstop) ends it.

@@ -16,8 +16,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from rewards.sandbox import StyleSandbox, static_rejection_reason
-from rewards.sandbox import pool, worker
+from rewards.sandbox import StyleSandbox, pool, static_rejection_reason, worker
 
 pytestmark = pytest.mark.timeout(120)
 

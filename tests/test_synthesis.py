@@ -1,4 +1,4 @@
-"""The `synthesize` stage (SPEC.md section 7): rule backend, validation gates, llm backend over HTTP.
+"""The `synthesize` stage: rule backend, validation gates, llm backend over HTTP.
 
 The llm backend is tested against a stub OpenAI-compatible server started on 127.0.0.1 in the
 test (http.server in a thread): it can fail the first N requests, always fail, stall, or answer
@@ -15,6 +15,8 @@ import types
 import pytest
 from pydantic import ValidationError
 
+from core import llm as core_llm
+from core.params import LlmSettings, SynthesizeConfig
 from rewards.reference_chain import content_reward, keyword_sequence
 from rewards.sandbox import StyleSandbox, static_rejection_reason
 from synthesis import (
@@ -28,7 +30,6 @@ from synthesis import (
     validate,
     write_components,
 )
-from synthesis.config import LlmSettings, SynthesizeConfig
 from tests.chat_stub import ChatStub, chat_payload
 
 ROWS = [
@@ -235,8 +236,8 @@ def _cfg(**llm_settings) -> SynthesizeConfig:
     return SynthesizeConfig(backend="llm", llm=settings)
 
 
-def _client(stub: Stub, cfg: SynthesizeConfig) -> llm.HttpClient:
-    return llm.make_client(cfg.llm, environ={cfg.llm.endpoint_env: stub.url})
+def _client(stub: Stub, cfg: SynthesizeConfig) -> core_llm.HttpClient:
+    return core_llm.make_client(cfg.llm, environ={cfg.llm.endpoint_env: stub.url})
 
 
 def test_llm_recovers_after_transient_500s() -> None:
@@ -255,7 +256,7 @@ def test_llm_recovers_after_transient_500s() -> None:
 def test_llm_gives_up_with_the_url_and_last_error() -> None:
     cfg = _cfg(max_retries=2)
     with Stub(status=503) as stub:
-        with pytest.raises(llm.LlmEndpointError) as info:
+        with pytest.raises(core_llm.LlmEndpointError) as info:
             synthesize(ROWS[:1], cfg, client=_client(stub, cfg))
     message = str(info.value)
     assert f"{stub.url}/chat/completions" in message and "3 attempt" in message and "HTTP 503" in message
@@ -267,22 +268,23 @@ def test_llm_connection_refused_is_retried_then_named() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     cfg = _cfg(max_retries=1)
-    client = llm.make_client(cfg.llm, environ={cfg.llm.endpoint_env: f"http://127.0.0.1:{port}"})
-    with pytest.raises(llm.LlmEndpointError, match=rf"127\.0\.0\.1:{port}/v1/chat/completions.*2 attempt.*(Refused|refused)"):
+    client = core_llm.make_client(cfg.llm, environ={cfg.llm.endpoint_env: f"http://127.0.0.1:{port}"})
+    match = rf"127\.0\.0\.1:{port}/v1/chat/completions.*2 attempt.*(Refused|refused)"
+    with pytest.raises(core_llm.LlmEndpointError, match=match):
         client.complete("hi")
 
 
 def test_llm_timeout_is_transient() -> None:
     cfg = _cfg(max_retries=1, timeout_s=0.2)
     with Stub(delay_s=1.0) as stub:
-        with pytest.raises(llm.LlmEndpointError, match="2 attempt.*(timed out|Timeout)"):
+        with pytest.raises(core_llm.LlmEndpointError, match="2 attempt.*(timed out|Timeout)"):
             _client(stub, cfg).complete("hi")
 
 
 def test_llm_client_errors_are_not_retried() -> None:
     cfg = _cfg()
     with Stub(status=400) as stub:
-        with pytest.raises(llm.LlmEndpointError, match="HTTP 400"):
+        with pytest.raises(core_llm.LlmEndpointError, match="HTTP 400"):
             _client(stub, cfg).complete("hi")
     assert stub.calls == 1
 
@@ -312,7 +314,7 @@ def test_llm_unparseable_replies_are_counted_not_raised() -> None:
     ("{" * 200_000, None),
 ])
 def test_parse_json_cases(reply, expected) -> None:
-    assert llm.parse_json(reply) == expected
+    assert core_llm.parse_json(reply) == expected
 
 
 def test_parse_json_matches_first_decodable_bracket() -> None:
@@ -333,13 +335,13 @@ def test_parse_json_matches_first_decodable_bracket() -> None:
     rng = __import__("random").Random(0)
     for _ in range(3000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 40)))
-        assert llm.parse_json(text) == first_decodable(text), text
+        assert core_llm.parse_json(text) == first_decodable(text), text
 
 
 def test_parse_json_caps_reply_length() -> None:
-    padding = " " * llm.MAX_REPLY_CHARS
-    assert llm.parse_json('{"a": 1}' + padding) is None
-    assert llm.parse_json("<think>" + padding + '</think>{"a": 1}') == {"a": 1}  # preamble not counted
+    padding = " " * core_llm.MAX_REPLY_CHARS
+    assert core_llm.parse_json('{"a": 1}' + padding) is None
+    assert core_llm.parse_json("<think>" + padding + '</think>{"a": 1}') == {"a": 1}  # preamble not counted
 
 
 def test_llm_garbled_envelope_is_unparseable() -> None:
@@ -347,15 +349,15 @@ def test_llm_garbled_envelope_is_unparseable() -> None:
         concurrent = False
 
         def complete(self, prompt: str) -> str | None:
-            return llm._reply_text(b"<html>502</html>", "chat", "http://x")
+            return core_llm._reply_text(b"<html>502</html>", "chat", "http://x")
 
     components, stats = synthesize(ROWS[:1], _cfg(), client=Garbled())
     assert components == [] and stats.dropped_unparseable == 1
 
 
 def test_llm_missing_endpoint_names_the_variable() -> None:
-    with pytest.raises(llm.LlmEndpointError, match="SYNTHESIS_LLM_URL"):
-        llm.make_client(LlmSettings(), environ={})
+    with pytest.raises(core_llm.LlmEndpointError, match="SYNTHESIS_LLM_URL"):
+        core_llm.make_client(LlmSettings(), environ={})
 
 
 def test_prompt_templates_have_their_placeholders() -> None:

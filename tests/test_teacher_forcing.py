@@ -1,4 +1,4 @@
-"""The one batched teacher-forced pass (models/teacher_forcing.py) shared by RLME, DRO and RLCER."""
+"""The one batched teacher-forced pass (rewards/teacher_forcing.py) shared by RLME, DRO and RLCER."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from models.teacher_forcing import next_token_logits, pad_rows, teacher_forced_logprobs
+from rewards.teacher_forcing import next_token_logits, pad_rows, teacher_forced_logprobs
 
 PAD = 0
 PREFIXES = [[5, 6, 7, 8, 9], [3], [4, 4, 2]]

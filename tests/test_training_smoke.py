@@ -67,7 +67,7 @@ def test_rlme_variants_train_two_steps(micro, method):
 
     p, d, _ = micro
     model, tok = load_policy(d / "base", for_training=True)
-    plan = make_plan(p, method, p.seed, model, tok, prepared=d / "prepared")
+    plan = make_plan(p, method, p.seed, model, tok)
     g = p.method_grpo(method)
     assert g.loss_type == "cispo" and g.scale_rewards == "none"
     history = grpo.train(d / "base", task_rows(d / "prepared", "arith"), plan, g, seed=p.seed,
@@ -99,7 +99,7 @@ def test_judge_built_and_used_as_an_external_evaluator(micro):
 
     q = validate(raw)
     model, tok = load_policy(d / "base", for_training=True)
-    plan = make_plan(q, "rlme_judge", q.seed, model, tok, prepared=d / "prepared")
+    plan = make_plan(q, "rlme_judge", q.seed, model, tok)
     history = grpo.train(d / "base", task_rows(d / "prepared", "arith"), plan, q.method_grpo("rlme_judge"),
                          seed=q.seed, output_dir=d / "ckpt-judge", model=model, tokenizer=tok)
     assert [c["step"] for c in curves(history)] == [1, 2]
@@ -115,7 +115,7 @@ def test_missing_evaluator_path_fails_before_training(micro, tmp_path):
 
     bad = validate(raw)
     with pytest.raises(FileNotFoundError, match="no-such-model.*does not exist"):
-        make_plan(bad, "rlme_frozen", 0, None, None, prepared=d / "prepared")
+        make_plan(bad, "rlme_frozen", 0, None, None)
 
 
 def test_local_checkpoint_replaces_the_tiny_model(micro, monkeypatch, tmp_path):

@@ -1,4 +1,7 @@
-"""The tiny world (SPEC 11): synthetic families where the truth is known, and external loaders."""
+"""The tiny world: synthetic families where the truth is known, and external loaders.
+
+Described in docs/methods/shared.md (The tiny world and its roles); schema in world/README.md.
+"""
 
 from world.generate import FAMILIES, generate_world
 

@@ -1,4 +1,4 @@
-"""`arith`: multi-step arithmetic word problems with a known answer (SPEC 11).
+"""`arith`: multi-step arithmetic word problems with a known answer (the tiny world).
 
 A problem is a start quantity followed by 1-4 operations told as a story. The solution is a short
 chain of thought, one `a op b = c.` step per operation, ending in `\\boxed{N}`.
@@ -7,8 +7,9 @@ Demonstrations are deliberately *unreliable at the last step*: with probability 
 box holds a plausible wrong number (the previous intermediate value, the first quantity, or the
 result off by a little) although every step is right. A model trained on them owns the correct
 behaviour but samples it only some of the time: GRPO in minutes can select behaviours a model
-already has, it cannot teach new ones that fast (issue 2's spike measured exactly this). The
-greedy answer stays mostly right because the correct box is the single most likely choice.
+already has, it cannot teach new ones that fast (an early spike of this lab measured exactly
+this). The greedy answer stays mostly right because the correct box is the single most likely
+choice.
 
 The counterfactual variant (paper 000 §4.8) appends a hint with an answer: the true one in train,
 a random wrong one at test; a model that copies the hint "cheats".

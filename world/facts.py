@@ -1,4 +1,4 @@
-"""`facts`: open-ended descriptions of an entity from a small fact table (SPEC 11).
+"""`facts`: open-ended descriptions of an entity from a small fact table (the tiny world).
 
 No single right answer exists, which is the point: it is the label-free setting of RLVRR (paper
 002) and DRO (paper 003). What *is* known is the gold list of facts in table order and the requested

@@ -1,4 +1,4 @@
-"""`pairs`: two solutions to one `arith` problem, one with injected errors (SPEC 11, paper 001).
+"""`pairs`: two solutions to one `arith` problem, one with injected errors (paper 001).
 
 The human atomic checklist has one item per injected error, worded from the injection, so a
 generative reward model's reasons can be matched against it (rationale consistency). The label is

@@ -1,4 +1,4 @@
-"""Role families of the tiny world: the evaluator (RLME) and the rubricator (RLCER) (SPEC 11).
+"""Role families of the tiny world: the evaluator (RLME) and the rubricator (RLCER).
 
 The base model learns these roles in SFT so that every label-free method runs with the same model:
 - `evaluator`: an arithmetic solution, a meta-question, a YES/NO answer. The prompt is exactly
@@ -62,8 +62,8 @@ def _text(steps: list[tuple[int, str, int, int]], boxed: int | None) -> str:
 V1_KINDS = {"correct": 45, "sloppy": 25, "slip": 20, "cut": 10}
 # Every kind `solution_variant` can make. Beyond v1: the ways a small model's chain goes wrong
 # while every step's arithmetic is right (a broken chain, a wrong operand or start, a skipped
-# step), which is what an RL policy drifts into when a weak evaluator rewards it (issue 4: chains
-# such as "0 * 2 = 0." boxing 0).
+# step), which is what an RL policy drifts into when a weak evaluator rewards it (live RLME on
+# the v1 base learned chains such as "0 * 2 = 0." boxing 0; docs/results.md).
 KINDS = ("correct", "sloppy", "slip", "cut", "chain_break", "wrong_operand", "wrong_start",
          "missing_step")
 
@@ -169,7 +169,7 @@ def judge_rows(rng: random.Random, row: dict) -> list[dict]:
     one more wrong chain (NO). The world writes them as the `judge` SFT family: in the base's role
     phase (45% of the mix, 2400 steps at 1e-3) they teach the base to catch a wrong box in its own
     solutions, which the evaluator rows alone did not (self-evaluation AUROC 0.85 against 0.55,
-    issue 4); `flows.build_judge` trains a separate judge on them alone.
+    docs/results.md); `flows.build_judge` trains a separate judge on them alone.
     """
     steps = _steps(row["reference"])
     solutions = [_text(steps, int(row["answer"])), solution_variant(rng, row, {"sloppy": 1})[1]]

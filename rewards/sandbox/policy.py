@@ -35,7 +35,7 @@ _FORBIDDEN_NODES: tuple[type[ast.AST], ...] = (
     ast.AsyncWith, ast.With, ast.Global, ast.Nonlocal, ast.Yield, ast.YieldFrom, ast.Match,
 )
 _TOP_LEVEL_NODES: tuple[type[ast.AST], ...] = (ast.FunctionDef, ast.Assign, ast.AnnAssign)
-_TRY_NODES: tuple[type[ast.AST], ...] = (ast.Try, ast.TryStar)
+_TRY_NODES = (ast.Try, ast.TryStar)
 _JUMP_NODES: tuple[type[ast.AST], ...] = (ast.Continue, ast.Break, ast.Return)
 _SCOPE_NODES: tuple[type[ast.AST], ...] = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
                                            ast.ClassDef)

@@ -124,6 +124,7 @@ class _Worker:
         except OSError as exc:
             raise SandboxError(f"cannot start the style-check worker {command[0]}: {exc}") from exc
         self.pid = os.getpid()
+        assert self.proc.stdout is not None and self.proc.stdin is not None  # both are PIPEs
         self._fd = self.proc.stdout.fileno()
         self._buffer = bytearray()
         self._selector = selectors.DefaultSelector()
@@ -204,6 +205,8 @@ def _stop_process(proc: subprocess.Popen | None, grace_seconds: float = 1.0) -> 
     if proc is None:
         return
     for stream in (proc.stdin, proc.stdout):
+        if stream is None:
+            continue
         try:
             stream.close()
         except OSError:
@@ -345,7 +348,8 @@ class StyleSandbox:
             self.counters.rejected += 1
             self._warn_once(source, f"style check rejected before running: {reason}")
             return None
-        return source_ids.setdefault(source, len(source_ids))  # type: ignore[arg-type]
+        assert isinstance(source, str)  # static_rejection_reason rejects anything else
+        return source_ids.setdefault(source, len(source_ids))
 
     def _warn_once(self, source: object, message: str) -> None:
         """Warn the first time a source is rejected; training re-sends it every step."""

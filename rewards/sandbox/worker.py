@@ -59,6 +59,7 @@ class _CompileFailure:
 
 
 _COMPILE_FAILED = _CompileFailure()
+_Code = types.CodeType | _CompileFailure
 _TIMER_ARMED = False
 _TIMER_FIRED = False
 _CURRENT_INDEX = 0
@@ -74,8 +75,9 @@ def _on_cpu_timer(signum: int, frame: object) -> None:
         return
     if _TIMER_FIRED:
         try:
-            _SHM[_CURRENT_INDEX] = ord(TIMED_OUT)  # type: ignore[index]
-            _PROTO_OUT.write(ABANDON + b"\n")  # type: ignore[union-attr]
+            if _SHM is not None and _PROTO_OUT is not None:  # both set by main() before any check
+                _SHM[_CURRENT_INDEX] = ord(TIMED_OUT)
+                _PROTO_OUT.write(ABANDON + b"\n")
         finally:
             os._exit(0)
     _TIMER_FIRED = True
@@ -148,6 +150,7 @@ def lock_down(memory_bytes: int, jail: str | None) -> list[str]:
     """
     applied: list[str] = []
     for name in BLOCKED_MODULES:
+        # None in sys.modules makes `import name` fail (documented); typeshed does not allow it.
         sys.modules[name] = None  # type: ignore[assignment]
     # New descriptors take the lowest free number, so a limit equal to it refuses every new one.
     lowest_free = os.open(os.devnull, os.O_RDONLY)
@@ -217,7 +220,7 @@ class CpuBackstop:
         self._valid_until = now_wall + (soft - now_cpu - cpu_seconds - self.SLACK)
 
 
-def compiled(codes: dict[str, object], source: str) -> object:
+def compiled(codes: dict[str, _Code], source: str) -> _Code:
     """Code object for ``source`` (cached), or ``_COMPILE_FAILED``. A MemoryError is not cached:
     it says nothing about the source."""
     code = codes.get(source)
@@ -227,7 +230,7 @@ def compiled(codes: dict[str, object], source: str) -> object:
         code = compile(source, "<style-check>", "exec", dont_inherit=True)
     except MemoryError:
         return _COMPILE_FAILED
-    except BaseException:  # noqa: BLE001 - e.g. SyntaxError, RecursionError: deterministic
+    except BaseException:  # e.g. SyntaxError, RecursionError: deterministic
         code = _COMPILE_FAILED
     if len(codes) >= MAX_CACHED_CODES:
         codes.clear()
@@ -235,11 +238,11 @@ def compiled(codes: dict[str, object], source: str) -> object:
     return code
 
 
-def run_cell(code: object, namespace_base: dict[str, object], response: str,
+def run_cell(code: _Code, namespace_base: dict[str, object], response: str,
              cpu_seconds: float) -> str:
     """Run one check on one response; return its status. Never raises."""
     global _TIMER_ARMED, _TIMER_FIRED
-    if code is _COMPILE_FAILED:
+    if isinstance(code, _CompileFailure):
         return RAISED
     namespace = dict(namespace_base)
     status = RAISED
@@ -248,8 +251,11 @@ def run_cell(code: object, namespace_base: dict[str, object], response: str,
             _TIMER_FIRED = False
             _TIMER_ARMED = True
             signal.setitimer(signal.ITIMER_PROF, cpu_seconds, max(cpu_seconds / 4, 0.01))
-            exec(code, namespace)  # noqa: S102 - validated, restricted builtins, in the sandbox
-            result = namespace["check"](response)
+            exec(code, namespace)  # validated, restricted builtins, in the sandbox
+            check = namespace["check"]
+            if not callable(check):
+                raise TypeError("check is not callable")
+            result = check(response)
         finally:
             _TIMER_ARMED = False
             signal.setitimer(signal.ITIMER_PROF, 0, 0)
@@ -264,7 +270,7 @@ def run_cell(code: object, namespace_base: dict[str, object], response: str,
         del result
     except _CpuTimeout:
         status = TIMED_OUT
-    except BaseException:  # noqa: BLE001 - anything a check raises scores False
+    except BaseException:  # anything a check raises scores False
         status = RAISED
     finally:
         namespace.clear()
@@ -292,7 +298,7 @@ def serve(proto_in: io.BufferedReader, proto_out: io.RawIOBase, shm: mmap.mmap,
     """Answer batches until stdin closes or the worker has to be replaced."""
     global _CURRENT_INDEX
     backstop = CpuBackstop()
-    codes: dict[str, object] = {}
+    codes: dict[str, _Code] = {}
     baseline = memory.size()
     while True:
         idle = memory.size()
@@ -327,8 +333,10 @@ def main(memory_bytes: int, margin_bytes: int, shm_fd: int, shm_size: int,
          jail: str | None) -> None:
     """Entry point: set up the protocol channels and the check environment, lock down, serve."""
     global _PROTO_OUT, _SHM
+    # A BufferedReader at runtime; typeshed types sys.stdin.buffer as BinaryIO (the worker keeps
+    # its imports to the few modules it needs, not typing).
     proto_in: io.BufferedReader = sys.stdin.buffer  # type: ignore[assignment]
-    proto_out: io.RawIOBase = os.fdopen(os.dup(1), "wb", buffering=0)  # type: ignore[assignment]
+    proto_out: io.RawIOBase = os.fdopen(os.dup(1), "wb", buffering=0)
     shm = mmap.mmap(shm_fd, shm_size)
     os.close(shm_fd)
     _PROTO_OUT, _SHM = proto_out, shm
