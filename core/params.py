@@ -278,6 +278,10 @@ class GRPO(Strict):
     top_p: float = Field(default=1.0, gt=0, le=1)
     # This method's thinking with a chat template (a method's grpo override); null = base_model.chat's.
     enable_thinking: bool | None = None
+    # Processes of one training (`accelerate launch`, flows.train relaunches itself) and the
+    # accelerate config file of that launch (null = by device; docs/multiprocess.md).
+    num_processes: int = Field(default=1, ge=1)
+    accelerate_config: str | None = None
 
 
 TaskName = Literal["arith", "facts", "pairs"]

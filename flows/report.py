@@ -801,6 +801,29 @@ def figure(collected: Collected, chart: str, methods: Sequence[str]) -> str:
     return head + ">" + style + rest.removesuffix("</svg>") + legend + "</svg>"
 
 
+def headline_json(results: list[TaskResult]) -> dict[str, dict[str, float]]:
+    """The study in a few numbers (a DVC metric: `dvc metrics show`, `dvc exp show`): per method,
+    the mean over seeds of its task's headline metrics (and its std), the base per task.
+
+    >>> row = Row("rlvr", {"arith/pass@1": {"mean": 0.8481, "std": 0.007, "n": 3}}, {}, [])
+    >>> base = Row("base", {"arith/pass@1": {"mean": 0.3425, "std": 0.0, "n": 1}}, {}, [], base=True)
+    >>> headline_json([TaskResult("arith", ["arith/pass@1"], [row, base], {}, {}, 200)])
+    {'rlvr': {'arith/pass@1': 0.8481, 'arith/pass@1_std': 0.007}, 'base': {'arith/pass@1': 0.3425}}
+    """
+    out: dict[str, dict[str, float]] = {}
+    for res in results:
+        for r in res.rows:
+            for metric in res.metrics:
+                stat = r.stats.get(metric)
+                if stat is None:
+                    continue
+                entry = out.setdefault(r.method, {})
+                entry[metric] = round(stat["mean"], 4)
+                if not r.base:
+                    entry[f"{metric}_std"] = round(stat["std"], 4)
+    return out
+
+
 def build(out_dir: Path = paths.REPORTS, data_dir: Path = paths.DATA, order: Sequence[str] = (),
           params: Params | None = None, now: datetime | None = None) -> dict[str, dict]:
     """Write index.html, summary.md and metrics.json into `out_dir`; returns the aggregate.
@@ -816,6 +839,7 @@ def build(out_dir: Path = paths.REPORTS, data_dir: Path = paths.DATA, order: Seq
     prov = provenance(params, collected, Path(data_dir), now)
     (out_dir / "summary.md").write_text(summary_markdown(agg, collected, prov.smoke), encoding="utf-8")
     write_json(out_dir / "metrics.json", agg)
+    write_json(out_dir / "headline.json", headline_json(results))
     (out_dir / "index.html").write_text(html_page(agg, collected, results, prov), encoding="utf-8")
     for note in collected.notes:
         print(f"report: {note}")

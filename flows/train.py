@@ -25,7 +25,7 @@ from core.cli import parser, run_main
 from core.codedeps import files_digest
 from core.io import read_jsonl, write_json
 from core.methods import metric_prefixes
-from core.params import Params, ResolvedMethod, load
+from core.params import ROOT, Params, ResolvedMethod, load
 from rewards import MethodContext, build_plan, reward_version
 
 log = logging.getLogger(__name__)
@@ -229,6 +229,10 @@ def main() -> None:
                         "not (default: $LAB_NUM_PROCESSES, else unchecked)")
     args = p.parse_args()
     params = load(args.params, preset=args.preset)
+    if "WORLD_SIZE" not in os.environ:  # not under a launcher: relaunch when the run asks for N
+        g = params.resolve(args.method).grpo
+        if g.num_processes > 1:
+            sys.exit(relaunch(g.num_processes, g.accelerate_config, sys.argv[1:]))
     try:
         summary = train(params, args.method, params.seeds[0] if args.seed is None else args.seed,
                         num_processes=args.num_processes)
@@ -238,6 +242,35 @@ def main() -> None:
         sys.exit(2)
     if ranks.is_main():
         print(json.dumps({k: v for k, v in summary.items() if k != "heldout"}))
+
+
+def accelerate_command(n: int, config: str | None, argv: list[str]) -> list[str]:
+    """The `accelerate launch` command line that runs this training on `n` processes: the given
+    config file (relative to the repository) or, by default, the multi-GPU config with CUDA and the
+    CPU one (torchrun over gloo) without; `--num-processes n` makes the launched run check it.
+
+    >>> cmd = accelerate_command(2, "configs/accelerate/cpu_2proc.yaml", ["--method", "rlvr"])
+    >>> " ".join(cmd[3:9])
+    'launch --config_file configs/accelerate/cpu_2proc.yaml --num_processes 2 -m'
+    >>> " ".join(cmd[9:])
+    'flows.train --method rlvr --num-processes 2'
+    """
+    if config is None:
+        import torch
+
+        name = "multi_gpu.yaml" if torch.cuda.is_available() else "cpu_2proc.yaml"
+        config = f"configs/accelerate/{name}"
+    return [sys.executable, "-m", "accelerate.commands.accelerate_cli", "launch", "--config_file",
+            config, "--num_processes", str(n), "-m", "flows.train", *argv, "--num-processes", str(n)]
+
+
+def relaunch(n: int, config: str | None, argv: list[str]) -> int:
+    """Run this training on `n` processes through `accelerate launch`; its exit code."""
+    import subprocess
+
+    cmd = accelerate_command(n, config, argv)
+    log.info("grpo.num_processes = %d: relaunching with %s", n, " ".join(cmd[3:]))
+    return subprocess.call(cmd, cwd=ROOT)
 
 
 def _env_processes() -> int | None:

@@ -190,8 +190,9 @@ def test_prefect_failing_stage_fails_the_flow_and_stops_downstream(clone, tmp_pa
                        env=e, capture_output=True, text=True, timeout=600)
     log = r.stdout + r.stderr
     assert r.returncode == 2, log[-3000:]
-    assert r.stderr.strip().splitlines()[-1] == (
-        "error: stage prepare failed (exit 2): data/raw.jsonl line 3: no question field"), log[-3000:]
+    # One `error:` line (Prefect's temporary server may log its shutdown after it).
+    assert [line for line in r.stderr.splitlines() if line.startswith("error:")] == [
+        "error: stage prepare failed (exit 2): data/raw.jsonl line 3: no question field"], log[-3000:]
     assert log.count("prepare: python -m flows.prepare") == 1, log[-3000:]
 
 
@@ -340,20 +341,23 @@ def test_dvc_experiments_compare_on_the_results(clone):
         shown = json.loads(sh([dvc, "exp", "show", "--json"], d, env))
         exps = [e for rev in shown for e in (rev.get("experiments") or [])]
         assert exps, shown
-        data = exps[0]["revs"][0]["data"]
-        assert data["name"] == "arith-only"
-        metrics = data["metrics"]
+        exp = exps[0]["revs"][0]
+        assert exp["name"] == "arith-only"
+        metrics = exp["data"]["metrics"]
         run = metrics["data/eval/rlvr/seed0/metrics.json"]
         assert "error" not in run and 0.0 <= run["data"]["arith/pass@1"] <= 1.0
         assert "arith_cf/cheat_rate" not in run["data"]  # the experiment's own evaluation
-        table = sh([dvc, "exp", "show", "--no-pager", "--drop", ".*", "--keep",
-                    "Experiment|arith/pass@1$|self_eval/auroc_q0"], d, env)
-        assert "arith-only" in table and "arith/pass@1" in table and "!" not in table
+        table = json.loads(sh([dvc, "exp", "show", "--json", "--drop", ".*", "--keep",
+                               "Experiment|reports/headline.json:.*"], d, env))
+        head = [e for rev in table for e in (rev.get("experiments") or [])][0]["revs"][0]
+        assert 0.0 <= head["data"]["metrics"]["reports/headline.json"]["data"]["rlvr"][
+            "arith/pass@1"] <= 1.0
         rows = sh([dvc, "metrics", "show"], d, env).splitlines()
-        assert not any(r.startswith(("reports/", "benchmarks/", "data/base_model_info")) for r in rows)
+        assert not any(r.startswith(("reports/metrics", "benchmarks/", "data/base_model_info"))
+                       for r in rows)
         assert {r.split()[0] for r in rows[1:] if r.strip()} >= {
             "data/eval/base/metrics.json", "data/eval/rlvr/seed0/metrics.json"}
-        assert len(rows[0].split()) < 60, rows[0]
+        assert len(rows[0].split()) < 100, rows[0]
     finally:
         sh("git checkout -- params.yaml", d, env)
         sh([dvc, "repro"], d, env)

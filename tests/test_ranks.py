@@ -343,8 +343,41 @@ def test_the_main_rank_evaluates_and_every_rank_stops_at_its_verdict(tmp_path) -
 
 # --- a real two-process launch ------------------------------------------------------------------
 
+@pytest.fixture(scope="module")
+def launch_clone(tmp_path_factory):
+    """A micro-preset clone with its base model and RLVRR components built (3 GRPO steps)."""
+    from tests.test_orchestration import BIN, make_clone, sh
+
+    d = tmp_path_factory.mktemp("launch") / "repo"
+    env = make_clone(d, grpo={"max_steps": 3, "save_steps": 1, "heldout_every": 1})
+    env["OMP_NUM_THREADS"] = "1"
+    sh([str(BIN / "dvc"), "repro", "build_base", "synthesize"], d, env)
+    return d, env
+
+
 @pytest.mark.slow
-def test_a_two_process_launch_trains_once_and_records_once(tmp_path_factory) -> None:
+@pytest.mark.parametrize("method", ["random", "rlme", "rlvr_rlme", "rlvrr", "dro", "rlcer", "rationale"])
+def test_every_method_on_two_processes_records_once(launch_clone, method) -> None:
+    """A 2-process launch of each method: one MLflow run, one run.json, one best/, no temp files."""
+    import mlflow
+
+    from tests.test_orchestration import BIN, sh
+
+    d, env = launch_clone
+    log = sh([str(BIN / "accelerate"), "launch", "--config_file", "configs/accelerate/cpu_2proc.yaml",
+              "-m", "flows.train", "--method", method, "--seed", "0", "--num-processes", "2"], d, env)
+    assert len([line for line in log.splitlines() if line.startswith('{"method"')]) == 1
+    run_dir = d / "data" / "checkpoints" / method / "seed0"
+    assert [p.name for p in run_dir.rglob("run.json")] == ["run.json"]
+    assert (run_dir / "best").is_dir() and not [p for p in run_dir.rglob("*") if ".tmp" in p.name]
+    client = mlflow.MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
+    runs = [r for e in client.search_experiments() for r in client.search_runs(
+        [e.experiment_id], f"tags.reward_method = '{method}'")]
+    assert len(runs) == 1 and runs[0].info.status == "FINISHED"
+
+
+@pytest.mark.slow
+def test_a_two_process_launch_trains_once_and_records_once(launch_clone) -> None:
     """`accelerate launch` with configs/accelerate/cpu_2proc.yaml on the micro preset: two gloo
     ranks, one MLflow run, one run.json, one best/ folder; a launch that gives fewer processes
     than `--num-processes` asks for is refused with exit code 2 and one line."""
@@ -353,12 +386,9 @@ def test_a_two_process_launch_trains_once_and_records_once(tmp_path_factory) -> 
 
     import mlflow
 
-    from tests.test_orchestration import BIN, make_clone, sh
+    from tests.test_orchestration import BIN, sh
 
-    d = tmp_path_factory.mktemp("launch") / "repo"
-    env = make_clone(d, grpo={"max_steps": 3, "save_steps": 1, "heldout_every": 1})
-    env["OMP_NUM_THREADS"] = "1"
-    sh([str(BIN / "dvc"), "repro", "build_base"], d, env)
+    d, env = launch_clone
 
     refused = subprocess.run([sys.executable, "-m", "flows.train", "--method", "rlvr", "--num-processes", "2"],
                              cwd=d, env=env, capture_output=True, text=True, timeout=300)
@@ -377,11 +407,26 @@ def test_a_two_process_launch_trains_once_and_records_once(tmp_path_factory) -> 
         "checkpoints/rlvr/seed0/best"]
     assert not [p for p in data.rglob("*") if ".tmp" in p.name]
     client = mlflow.MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
-    runs = [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])]
+    runs = [r for e in client.search_experiments() for r in client.search_runs(
+        [e.experiment_id], "tags.reward_method = 'rlvr'")]
     assert len(runs) == 1 and runs[0].info.status == "FINISHED"
     assert runs[0].info.run_id == json.loads(summaries[0])["run_id"]
     steps = [m.step for m in client.get_metric_history(runs[0].info.run_id, "heldout/arith/pass_at_1")]
     assert steps == [0, 1, 2, 3]  # one held-out evaluation per step, not one per rank
+
+    # The setting: `grpo.num_processes: 2` makes a plain `python -m flows.train` (the DVC/Prefect
+    # train stage's command) relaunch itself on two processes.
+    import yaml
+
+    raw = yaml.safe_load((d / "params.yaml").read_text())
+    raw["presets"]["ci"]["grpo"]["num_processes"] = 2
+    (d / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    r = subprocess.run([sys.executable, "-m", "flows.train", "--method", "rlvr", "--seed", "0"],
+                       cwd=d, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "relaunching with launch --config_file configs/accelerate/cpu_2proc.yaml" in r.stderr
+    assert "training on 2 processes" in r.stderr
+    assert len([line for line in r.stdout.splitlines() if line.startswith('{"method"')]) == 1
 
 
 def test_a_launch_without_the_asked_processes_is_refused(monkeypatch) -> None:
