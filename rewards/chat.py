@@ -51,6 +51,8 @@ def prompt_text(prompt: Any) -> str:
     '1 + 1?'
     >>> prompt_text("1 + 1?")
     '1 + 1?'
+    >>> prompt_text([{"role": "user", "content": None}])
+    ''
     """
     if isinstance(prompt, str):
         return prompt

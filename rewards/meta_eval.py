@@ -24,13 +24,14 @@ import numpy as np
 
 from core import ranks
 from core.params import template_fields
+from rewards.chat import prompt_text
 from rewards.evaluator_prompt import (
     DEFAULT_ANCHOR_TEMPLATE,
     render_evaluator_prompt,
     target_logprobs,
 )
 from rewards.teacher_forcing import model_device
-from rewards.verifiable import completion_text, content_text, extract_boxed, rlvr_correct
+from rewards.verifiable import completion_text, extract_boxed, rlvr_correct
 
 __all__ = [
     "DEFAULT_ANCHOR_TEMPLATE",
@@ -149,24 +150,6 @@ class Evaluator:
     name: str
     source: str = "live"
     weight: float = 1.0
-
-
-def _problem_text(prompt: Any) -> str:
-    """The problem shown to the evaluator: a plain prompt as is; for a conversational prompt the
-    last user message (the last message if no turn is the user's), its content read by
-    :func:`rewards.verifiable.content_text` (None or non-text parts count as "").
-
-    >>> _problem_text([{"role": "system", "content": "be brief"}, {"role": "user", "content": "1 + 1?"}])
-    '1 + 1?'
-    >>> _problem_text([{"role": "user", "content": None}])
-    ''
-    """
-    if isinstance(prompt, str):
-        return prompt
-    messages = [m for m in prompt if isinstance(m, dict)]
-    users = [m for m in messages if m.get("role") == "user"]
-    chosen = users[-1] if users else (messages[-1] if messages else {})
-    return content_text(chosen.get("content"))
 
 
 class MetaEvalReward:
@@ -309,7 +292,7 @@ class MetaEvalReward:
 
     def render(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[list[str]]:
         """Evaluator prompts [K][B] for a generation batch."""
-        problems = [_problem_text(p) for p in prompts]
+        problems = [prompt_text(p) for p in prompts]
         solutions = [completion_text(c) for c in completions]
         answers = [self.answer_extractor(s) or "" for s in solutions]
         golds = self._golds(len(solutions), kwargs)

@@ -15,25 +15,12 @@ import pytest
 from core.params import load
 from rewards.chat import ChatFormat, prompt_text, strip_thinking
 from tests.qwen3_chat import END_THINK, IM_END, IM_START, save_qwen3_chat
-from world import arith, facts
+from tests.test_dro_trainer import arith_rows, facts_rows
 
 USER = f"{IM_START}user\n"
 ASSISTANT = f"{IM_START}assistant\n"
 EMPTY_THINK = "<think>\n\n</think>\n\n"
 THINK_ON, THINK_OFF = ChatFormat(enable_thinking=True), ChatFormat(enable_thinking=False)
-
-
-def arith_rows(n: int, seed: int = 0) -> list[dict]:
-    raw = arith.generate(random.Random(seed), n, "train", min_ops=1, max_ops=3, max_value=99,
-                         sloppy_frac=0.0, hint_frac=0.0)
-    return [{"prompt_id": r["id"], "prompt": r["prompt"], "answer": r["answer"],
-             "reference": r["reference"]} for r in raw]
-
-
-def facts_rows(n: int, seed: int = 0) -> list[dict]:
-    raw = facts.generate(random.Random(seed), n, "train", drop_frac=0.0, wrong_style_frac=0.0)
-    return [{"prompt_id": r["id"], "prompt": r["prompt"], "references": r["references"],
-             "gold_facts": r["gold_facts"], "style": r["style"]} for r in raw]
 
 
 @pytest.fixture(scope="module")
