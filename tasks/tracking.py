@@ -206,21 +206,24 @@ HEADLINE_CURVES = {"arith": "heldout/arith/pass_at_1", "facts": "heldout/facts/c
 
 def comparison_link(experiment_id: str, run_ids: list[str], metric: str) -> str:
     """The MLflow UI's metric page with `metric` of every run in `run_ids` overlaid on one chart
-    (a URL fragment of the UI's own route, so it works on any tracking server).
+    (a URL fragment of the UI's own route, `MetricPage`: the query holds JSON values, so it works on
+    any tracking server).
 
     >>> link = comparison_link("1", ["a", "b"], "heldout/arith/pass_at_1")
-    >>> link.startswith('#/metric/heldout%2Farith%2Fpass_at_1?runs=%5B%22a%22%2C%22b%22%5D&')
+    >>> link.startswith('#/metric/?runs=%5B%22a%22%2C%22b%22%5D&metric=%22heldout%2Farith%2Fpass_at_1%22&')
     True
     """
     import json
     from urllib.parse import quote, urlencode
 
-    query = {"runs": json.dumps(run_ids, separators=(",", ":")),
-             "experiments": json.dumps([experiment_id]),
-             "plot_metric_keys": json.dumps([metric]), "plot_layout": "{}", "x_axis": "step",
+    def js(value: object) -> str:
+        return json.dumps(value, separators=(",", ":"))
+
+    query = {"runs": js(run_ids), "metric": js(metric), "experiments": js([experiment_id]),
+             "plot_metric_keys": js([metric]), "plot_layout": "{}", "x_axis": "step",
              "y_axis_scale": "linear", "line_smoothness": "1", "show_point": "false",
              "deselected_curves": "[]", "last_linear_y_axis_range": "[]"}
-    return f"#/metric/{quote(metric, safe='')}?{urlencode(query, quote_via=quote)}"
+    return f"#/metric/?{urlencode(query, quote_via=quote)}"
 
 
 def save_comparison(parent_run_id: str | None = None) -> str:
