@@ -402,8 +402,9 @@ def test_a_two_process_launch_trains_once_and_records_once(launch_clone) -> None
     summaries = [line for line in log.splitlines() if line.startswith('{"method"')]
     assert len(summaries) == 1  # printed by the main process only
     data = d / "data"
-    assert [p.relative_to(data).as_posix() for p in data.rglob("run.json")] == ["checkpoints/rlvr/seed0/run.json"]
-    assert [p.relative_to(data).as_posix() for p in data.rglob("best") if p.is_dir()] == [
+    rlvr = data / "checkpoints" / "rlvr"  # the other methods' launches share this clone
+    assert [p.relative_to(data).as_posix() for p in rlvr.rglob("run.json")] == ["checkpoints/rlvr/seed0/run.json"]
+    assert [p.relative_to(data).as_posix() for p in rlvr.rglob("best") if p.is_dir()] == [
         "checkpoints/rlvr/seed0/best"]
     assert not [p for p in data.rglob("*") if ".tmp" in p.name]
     client = mlflow.MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
