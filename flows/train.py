@@ -116,7 +116,8 @@ def launch(expected: int | None = None) -> int:
     return world
 
 
-def train(params: Params, method: str, seed: int, num_processes: int | None = None) -> dict:
+def train(params: Params, method: str | ResolvedMethod, seed: int,
+          num_processes: int | None = None) -> dict:
     """Train `method`; returns a summary (final train reward, held-out history, run id).
 
     On N ranks (`accelerate launch`, docs/multiprocess.md) every rank trains; only the main one
@@ -130,7 +131,9 @@ def train(params: Params, method: str, seed: int, num_processes: int | None = No
     from tasks import tracking
 
     launch(num_processes)  # before any work: a launch that cannot be honoured fails in seconds
-    run = params.resolve(method)  # once per run; unknown names fail here, listing the known ones
+    # Resolved once per run (here, or by the caller); unknown names fail here, listing the known ones.
+    run = params.resolve(method) if isinstance(method, str) else method
+    method = run.name
     family, g = run.family, run.grpo
     prepared, base = paths.PREPARED, paths.base_model_dir(params)
     rows = task_rows(prepared, g.task)
@@ -229,12 +232,12 @@ def main() -> None:
                         "not (default: $LAB_NUM_PROCESSES, else unchecked)")
     args = p.parse_args()
     params = load(args.params, preset=args.preset)
-    if "WORLD_SIZE" not in os.environ:  # not under a launcher: relaunch when the run asks for N
-        g = params.resolve(args.method).grpo
-        if g.num_processes > 1:
-            sys.exit(relaunch(g.num_processes, g.accelerate_config, sys.argv[1:]))
+    run = params.resolve(args.method)
+    if "WORLD_SIZE" not in os.environ and run.grpo.num_processes > 1:
+        # Not under a launcher, and the run asks for N processes: relaunch under accelerate.
+        sys.exit(relaunch(run.grpo.num_processes, run.grpo.accelerate_config, sys.argv[1:]))
     try:
-        summary = train(params, args.method, params.seeds[0] if args.seed is None else args.seed,
+        summary = train(params, run, params.seeds[0] if args.seed is None else args.seed,
                         num_processes=args.num_processes)
     except LaunchError as e:
         if ranks.is_main():
