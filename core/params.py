@@ -229,6 +229,9 @@ class SFT(Strict):
     learning_rate: float = Field(gt=0)
     warmup_steps: int = Field(ge=0)
     mix: dict[SftFamily, float]
+    # Loss computed by length groups within each batch (models/tiny.py, `grouped_loss`): the
+    # same batches and loss without the work on padding. Applies to every SFT phase.
+    length_groups: bool = True
     roles: SftRoles | None = None
 
 

@@ -114,6 +114,16 @@ def corpus(prepared: Path) -> list[str]:
     return texts
 
 
+def _nll(logits, labels):
+    """Per-token NLL of the next token ([B, T-1]; 0 where the label is -100) and the label mask."""
+    import torch.nn.functional as F
+
+    targets = labels[:, 1:]
+    nll = F.cross_entropy(logits[:, :-1].transpose(1, 2).float(), targets, ignore_index=-100,
+                          reduction="none")
+    return nll, targets != -100
+
+
 def example_mean_nll(logits, labels):
     """Mean over examples of each example's mean token NLL (labels -100 are ignored; an example
     without a label token does not count).
@@ -124,21 +134,90 @@ def example_mean_nll(logits, labels):
     per example first makes the mix weights the share each family gets (on its own that did not
     teach the tiny evaluator to check the box: docs/results.md, section 1).
     """
-    import torch.nn.functional as F
-
-    targets = labels[:, 1:]
-    mask = targets != -100
-    nll = F.cross_entropy(logits[:, :-1].transpose(1, 2).float(), targets, ignore_index=-100,
-                          reduction="none")
+    nll, mask = _nll(logits, labels)
     counts = mask.sum(1)
     keep = counts > 0
     return (nll.sum(1)[keep] / counts[keep]).mean()
 
 
-def _trainer_class(loss_norm: str):
-    """TRL's SFTTrainer, or a subclass whose loss is `example_mean_nll` (`loss_norm: example`)."""
+# A forward pass costs about this many tokens' worth of work beyond its tokens (Python and kernel
+# launches); `length_groups` weighs one more group against the padding it saves.
+GROUP_OVERHEAD_TOKENS = 96
+
+
+def length_groups(lengths: list[int], overhead: int = GROUP_OVERHEAD_TOKENS) -> list[list[int]]:
+    """Split a batch's rows (indices) into groups of similar length so that each group is padded
+    only to its own longest row: the split of the rows sorted by length that minimises
+    sum(rows x longest + overhead) over the groups (exact, by dynamic programming).
+
+    >>> length_groups([10, 100, 12, 98], overhead=20)
+    [[0, 2], [3, 1]]
+    >>> length_groups([10, 12, 11], overhead=20)
+    [[0, 2, 1]]
+    """
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    sizes = [lengths[i] for i in order]
+    best = [0.0] + [float("inf")] * len(sizes)  # best[j]: cost of the first j sorted rows
+    cut = [0] * (len(sizes) + 1)
+    for j in range(1, len(sizes) + 1):
+        for i in range(j):
+            cost = best[i] + (j - i) * sizes[j - 1] + overhead
+            if cost < best[j]:
+                best[j], cut[j] = cost, i
+    groups, j = [], len(sizes)
+    while j > 0:
+        groups.append(order[cut[j]:j])
+        j = cut[j]
+    return groups[::-1]
+
+
+def grouped_loss(model, inputs, loss_norm: str, overhead: int = GROUP_OVERHEAD_TOKENS):
+    """The SFT loss of a right-padded batch computed group by group (`length_groups`), each group
+    cut to its longest row: the same loss and gradient as one pass over the padded batch (up to
+    float rounding; tests/test_sft_loss.py), without the work on padding.
+
+    `loss_norm`: token (sum of token NLLs over the batch's label tokens: TRL's SFT loss) or
+    example (`example_mean_nll`). A batch that is not right-padded is computed in one pass.
+    """
+    import torch
+
+    ids, mask, labels = inputs["input_ids"], inputs["attention_mask"], inputs["labels"]
+    lengths = mask.sum(1)
+    positions = torch.arange(mask.shape[1], device=mask.device)
+    right_padded = bool((mask.bool() == (positions < lengths[:, None])).all())
+    groups = length_groups(lengths.tolist(), overhead) if right_padded else [list(range(len(ids)))]
+    total = ids.new_zeros((), dtype=torch.float32)
+    denominator = 0
+    for rows in groups:
+        index = torch.tensor(rows, device=ids.device)
+        width = int(lengths[index].max()) if right_padded else ids.shape[1]
+        out = model(input_ids=ids[index, :width], attention_mask=mask[index, :width], use_cache=False)
+        nll, label_mask = _nll(out.logits, labels[index, :width])
+        counts = label_mask.sum(1)
+        if loss_norm == "example":
+            keep = counts > 0
+            total = total + (nll.sum(1)[keep] / counts[keep]).sum()
+            denominator += int(keep.sum())
+        else:
+            total = total + nll.sum()
+            denominator += int(counts.sum())
+    return total / max(denominator, 1)
+
+
+def _trainer_class(loss_norm: str, grouped: bool = True):
+    """TRL's SFTTrainer, with the loss computed by length groups (`grouped_loss`, the default)
+    or, ungrouped, TRL's own token loss or `example_mean_nll` in one pass (`loss_norm: example`)."""
     from trl import SFTTrainer
 
+    if grouped:
+        class GroupedSFTTrainer(SFTTrainer):
+            # TRL's token entropy/accuracy logs are left out (they cost a pass over the logits).
+            def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+                if return_outputs:  # evaluation asking for logits: not used by the lab
+                    return super().compute_loss(model, inputs, True, num_items_in_batch)
+                return grouped_loss(model, inputs, loss_norm)
+
+        return GroupedSFTTrainer
     if loss_norm == "token":
         return SFTTrainer
 
@@ -154,8 +233,8 @@ def _trainer_class(loss_norm: str):
     return ExampleMeanSFTTrainer
 
 
-def _sft(model, tokenizer, rows: list[dict], phase, cfg, seed: int, work_dir: Path):
-    """One SFT phase with TRL's SFTTrainer (loss on the completion only)."""
+def sft_trainer(model, tokenizer, rows: list[dict], phase, cfg, seed: int, work_dir: Path):
+    """The trainer of one SFT phase (TRL's SFTTrainer or its per-example-loss subclass), not run."""
     from datasets import Dataset
     from trl import SFTConfig
 
@@ -168,9 +247,14 @@ def _sft(model, tokenizer, rows: list[dict], phase, cfg, seed: int, work_dir: Pa
         max_length=cfg.arch.max_positions, completion_only_loss=True,
         dataloader_num_workers=0, disable_tqdm=True, activation_checkpointing=False,
     )
-    trainer_cls = _trainer_class(getattr(phase, "loss_norm", "token"))
-    trainer = trainer_cls(model=model, args=args, train_dataset=Dataset.from_list(rows),
-                          processing_class=tokenizer)
+    trainer_cls = _trainer_class(getattr(phase, "loss_norm", "token"), cfg.sft.length_groups)
+    return trainer_cls(model=model, args=args, train_dataset=Dataset.from_list(rows),
+                       processing_class=tokenizer)
+
+
+def _sft(model, tokenizer, rows: list[dict], phase, cfg, seed: int, work_dir: Path):
+    """One SFT phase with TRL's SFTTrainer (loss on the completion only)."""
+    trainer = sft_trainer(model, tokenizer, rows, phase, cfg, seed, work_dir)
     result = trainer.train()
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     return trainer.model, {"final_loss": losses[-1] if losses else None,
