@@ -94,6 +94,35 @@ def retryable(task, task_run, state) -> bool:
     return not isinstance(exc, st.StageInputError) and "StageInputError" not in (state.message or "")
 
 
+def share_cores(cores: int, active: int) -> int:
+    """CPU threads of a stage that starts while `active` stages (itself included) run: the cores
+    split evenly, at least one each. A stage that runs alone (the base build, the report) gets
+    every core; two train stages on a 2-core laptop get one each. A stage keeps its threads
+    until it ends; a stage starts only when another ends or is ready with it, so the sum never
+    exceeds the cores by more than rounding.
+
+    >>> share_cores(2, 1), share_cores(2, 2), share_cores(16, 3), share_cores(2, 5)
+    (2, 1, 5, 1)
+    """
+    return max(1, cores // max(1, active))
+
+
+def starts(ready: list[str], running: int, limit: int, cores: int,
+           fixed: int | None = None) -> list[tuple[str, int]]:
+    """The ready stages to start now (up to `limit` running in all) and each one's CPU threads:
+    `fixed`, or the cores shared by every stage that will then be running (`share_cores`).
+
+    >>> starts(["build_base"], 0, 2, 2)
+    [('build_base', 2)]
+    >>> starts(["train@a-0", "train@b-0", "train@c-0"], 0, 2, 2)
+    [('train@a-0', 1), ('train@b-0', 1)]
+    >>> starts(["evaluate@a-0"], 1, 2, 2), starts(["x"], 2, 2, 2), starts(["x", "y"], 0, 2, 8, fixed=3)
+    ([('evaluate@a-0', 1)], [], [('x', 3), ('y', 3)])
+    """
+    chosen = ready[:max(0, limit - running)]
+    return [(s, fixed or share_cores(cores, running + len(chosen))) for s in chosen]
+
+
 @task(name="dvc-stage", task_run_name="{stage}", retry_delay_seconds=5,
       retry_condition_fn=retryable)
 def run_stage(stage: str, force: bool = False, timeout_s: float | None = None,
@@ -183,27 +212,28 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
     cfg = params.pipeline
     limit = max_parallel or cfg.max_parallel
     how = executor or cfg.executor
-    threads = threads_per_stage or cfg.threads_per_stage or max(1, (os.cpu_count() or 1) // limit)
+    fixed = threads_per_stage or cfg.threads_per_stage  # None: share the cores (`share_cores`)
     timeout = stage_timeout_s or cfg.stage_timeout_s
     graph = st.stage_graph(ROOT)
     order = select(graph, methods, seeds, stages)
     parent, extra_env = _parent_run(params, order)
     forced = {s for s in order if force and (_MATRIX.match(s) or s in (stages or []))}
-    logger.info("%d stages, up to %d at once (%s executor, %d CPU thread(s) per stage)", len(order),
-                limit, how, threads)
+    logger.info("%d stages, up to %d at once (%s executor, %s)", len(order), limit, how,
+                f"{fixed} CPU thread(s) per stage" if fixed else
+                f"the {os.cpu_count()} CPU cores shared by the stages running")
     if how == "pool":
         rev = st.committed_revision(ROOT)
         up_to_date = [s for s in order if s not in forced and st.plan(s, ROOT) == "skip"]
         st.publish_run_cache(ROOT, up_to_date, log=logger.info)
         submit = run_stage_on_pool.with_options(retries=retries if retries is not None else cfg.retries)
 
-        def start(s: str):
+        def start(s: str, threads: int):  # a worker's threads are its own (threads_per_stage)
             return submit.submit(s, rev, sorted(graph[s] & set(order)), cfg.stage_deployment,
                                  force=s in forced, timeout_s=timeout, extra_env=extra_env)
     else:
         local = run_stage.with_options(retries=retries if retries is not None else cfg.retries)
 
-        def start(s: str):
+        def start(s: str, threads: int):
             return local.submit(s, force=s in forced, timeout_s=timeout, threads=threads,
                                 extra_env=extra_env)
 
@@ -213,14 +243,17 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
     running: dict = {}
     pending = list(order)
     while pending or running:
+        ready = []
         for s in list(pending):
             upstream = graph[s] & set(order)
             if upstream & (set(failed) | set(blocked)):
                 pending.remove(s)
                 blocked.append(s)
-            elif upstream <= set(results) and len(running) < limit:
-                pending.remove(s)
-                running[s] = start(s)
+            elif upstream <= set(results):
+                ready.append(s)
+        for s, threads in starts(ready, len(running), limit, os.cpu_count() or 1, fixed):
+            pending.remove(s)
+            running[s] = start(s, threads)
         time.sleep(0.5)
         for s, future in list(running.items()):
             state = future.state
@@ -271,7 +304,7 @@ def main() -> None:
     p.add_argument("--max-parallel", type=int, default=None, help="default: params pipeline.max_parallel")
     p.add_argument("--executor", choices=["local", "pool"], default=None)
     p.add_argument("--threads", type=int, default=None, help="CPU threads per stage "
-                   "(default: params pipeline.threads_per_stage, else cores / max parallel)")
+                   "(default: params pipeline.threads_per_stage, else the cores shared by the stages running)")
     args = p.parse_args()
     state = pipeline(methods=args.methods, seeds=args.seeds, stages=args.stages, force=args.force,
                      max_parallel=args.max_parallel, executor=args.executor,
