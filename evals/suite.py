@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from evals.items import item_record
 from evals.metrics import aggregate, self_bleu
 from evals.registry import (
     BENCHMARKS,
@@ -30,7 +31,7 @@ __all__ = ["BENCHMARKS", "VERSION", "Benchmark", "ExternalBenchmark", "evaluate_
 
 def evaluate_policy(model, tokenizer, prepared: Path, benchmarks: list[str], ev, seed: int, *,
                     split: str = "test", n: int | None = None, k: int | None = None,
-                    greedy: bool = True, chat=None) -> dict:
+                    greedy: bool = True, chat=None, items: dict | None = None) -> dict:
     """Metrics `<benchmark>/<metric>` pooled over rows, plus mean length, row count and self-BLEU.
 
     `benchmarks` holds registry names and `"<name>:<path>"` specs. Every benchmark's rows are
@@ -38,6 +39,9 @@ def evaluate_policy(model, tokenizer, prepared: Path, benchmarks: list[str], ev,
     `chat` (a `rewards.chat.ChatFormat`; None = auto) renders the prompts through the tokenizer's
     chat template as training does; with a template, a sample is scored (and measured) on its
     visible answer, the text after its think block (`rewards.chat.strip_thinking`).
+    `items` (a dict), when given, receives each benchmark's per-row scores under its name
+    (`evals.items.item_record`: what the evaluate stage writes to items.json); the returned
+    metrics are the same with or without it.
     """
     from rewards.chat import ChatFormat, strip_thinking
 
@@ -67,6 +71,8 @@ def evaluate_policy(model, tokenizer, prepared: Path, benchmarks: list[str], ev,
                       if greedy else [""] * len(rows))
         per_row = [score(r, s, g) for r, s, g in zip(rows, samples, greedy_out)]
         out.update({f"{name}/{key}": v for key, v in aggregate(per_row, keep_greedy=greedy).items()})
+        if items is not None:
+            items[name] = item_record(rows, per_row, BENCHMARKS[name].headline, keep_greedy=greedy)
         out[f"{name}/mean_length"] = float(np.mean([len(s) for ss in samples for s in ss]))
         out[f"{name}/n"] = len(rows)
         if num_samples >= 2:

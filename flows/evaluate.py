@@ -2,7 +2,8 @@
 
 Writes `data/eval/<method>/seed<S>/metrics.json` (`data/eval/base/metrics.json`) (tracked by DVC
 as metrics) and logs the same numbers to the method's MLflow run (the one `train` opened, read from
-`run.json`; `base` gets its own run).
+`run.json`; `base` gets its own run). Beside it, `items.json`: every benchmark's per-item scores
+(`evals/items.py`; in git, not a DVC metric), which the report's claims table pairs by item.
 """
 
 from __future__ import annotations
@@ -43,12 +44,13 @@ def evaluate(params: Params, name: str, seed: int | None = None) -> dict:
     if name != "base":  # with the thinking setting the method trained with
         chat = chat.with_thinking(params.method_grpo(name).enable_thinking)
     sample_seed = params.seed if seed is None else seed
+    items: dict[str, dict] = {}  # benchmark -> per-item scores (items.json)
     metrics = evaluate_policy(model, tokenizer, paths.PREPARED, params.eval.benchmarks,
-                              params.eval, sample_seed, chat=chat)
+                              params.eval, sample_seed, chat=chat, items=items)
     for task, budget in budgets.items():
         ev = params.eval.model_copy(update={"max_new_tokens": budget})
         metrics.update(evaluate_policy(model, tokenizer, paths.PREPARED, [task], ev, sample_seed,
-                                       chat=chat))
+                                       chat=chat, items=items))
     benchmarks = [*params.eval.benchmarks, *budgets]
     family, cfg = params.method_config(name) if name != "base" else ("base", None)
     if "arith" in benchmarks:  # can the policy judge its own arith solutions? (RLME's signal)
@@ -64,6 +66,7 @@ def evaluate(params: Params, name: str, seed: int | None = None) -> dict:
             model, tokenizer, cfg, params, prepared=paths.PREPARED, benchmarks=benchmarks,
             seed=seed, chat=chat))
     metrics["eval_seconds"] = round(time.time() - start, 1)
+    write_json(paths.eval_dir(name, seed) / "items.json", items)
     write_json(paths.eval_dir(name, seed) / "metrics.json", metrics)
     tracking.setup()
     if name == "base":

@@ -13,21 +13,24 @@ The page (`reports/index.html`) opens with the answer, then the evidence:
 
 1. header: preset, git commit, date, seeds; a "smoke test, not a result" banner when the preset
    or the data is a smoke test of the pipeline (`report_collect.smoke_reasons`);
-2. result: per task, the methods trained on it ranked by the task's headline metric (mean ± std
+2. the papers' claims (`evals/claims.py`): each claim's arms, metric, difference with its 95%
+   bootstrap interval, seeds per arm and verdict (reproduced, not reproduced, inconclusive), and
+   the rule; the same numbers in `reports/claims.json`;
+3. result: per task, the methods trained on it ranked by the task's headline metric (mean ± std
    over seeds, the difference to the base, every seed's value drawn), the best marked ★, the
    methods within the seeds' spread of it marked ≈;
-3. held-out curves of each headline metric, every method of the task overlaid (mean over seeds,
+4. held-out curves of each headline metric, every method of the task overlaid (mean over seeds,
    min–max band);
-4. every benchmark's table, the collapse events;
-5. diagnostics: each method's training reward on its own axis (the rewards are on incompatible
+5. every benchmark's table, the collapse events;
+6. diagnostics: each method's training reward on its own axis (the rewards are on incompatible
    scales: RLME's is a log-probability), the other training and held-out curves overlaid.
 
 Methods are discovered from those folders (any name, not only `params.methods`), so a variant run
 by hand shows up too. Nothing missing is fatal: a method with an evaluation but no curves gets a
 table row and no line, a run with curves but no evaluation gets lines, an unreadable file is
 named in the page's notes. Writes `reports/index.html` (self-contained: the charts are inline SVG,
-no script or font from a CDN), `reports/summary.md` and `reports/metrics.json`, and logs the
-folder to an MLflow run (tag `stage=report`).
+no script or font from a CDN), `reports/summary.md`, `reports/metrics.json`, `reports/claims.json`
+and `reports/headline.json`, and logs the folder to an MLflow run (tag `stage=report`).
 
 Why inline SVG rather than matplotlib PNGs: vector charts stay sharp, the collapse markers and
 points carry native tooltips (`<title>`), and the page needs no plotting library.
@@ -49,6 +52,16 @@ from core import paths
 from core.cli import parser, run_main
 from core.io import write_json
 from core.params import Params, load
+from evals.claims import (
+    INCONCLUSIVE,
+    MEASURES,
+    MIN_SEEDS,
+    RULE,
+    Comparison,
+    Verdict,
+    claims_json,
+    verdicts,
+)
 from flows.report_collect import (  # noqa: F401 - re-exported: the stage's reading half
     OTHER,
     SMOKE_MAX_STEPS,
@@ -184,10 +197,13 @@ def table(agg: dict[str, dict]) -> str:
     return _markdown(["method", *cols], rows)
 
 
-def summary_markdown(agg: dict[str, dict], collected: Collected, smoke: Sequence[str] = ()) -> str:
-    """summary.md: the headline table, one table per benchmark, the collapse events and notes
-    (and, first, the smoke-test warning when there is one)."""
-    parts = ["# Reward methods compared", "", table(agg)]
+def summary_markdown(agg: dict[str, dict], collected: Collected, smoke: Sequence[str] = (),
+                     claims: tuple[list[Verdict], list[str]] | None = None) -> str:
+    """summary.md: the papers' claims, the headline table, one table per benchmark, the collapse
+    events and notes (and, first, the smoke-test warning when there is one)."""
+    found, claim_notes = claims if claims is not None else verdicts(collected.runs)
+    parts = ["# Reward methods compared", "", claims_markdown(found, claim_notes), "",
+             "## Methods compared", "", table(agg)]
     if smoke:
         parts[1:1] = ["", f"> **{SMOKE_BANNER}**: {'; '.join(smoke)}."]
     counts = count_keys(collected)
@@ -201,6 +217,64 @@ def summary_markdown(agg: dict[str, dict], collected: Collected, smoke: Sequence
     if collected.notes:
         parts += ["", "## Notes", "", *(f"- {n}" for n in collected.notes)]
     return "\n".join(parts) + "\n"
+
+
+def _interval(c: Comparison) -> str:
+    """`+0.120 [+0.080, +0.160]`, or `—` when no number was computed."""
+    if c.difference is None or c.low is None or c.high is None:
+        return "—"
+    return f"{_signed(c.difference)} [{_signed(c.low)}, {_signed(c.high)}]"
+
+
+def claim_cells(v: Verdict) -> list[list[str]]:
+    """A claim's table cells, each a list of lines: claim, paper, arms, metric, difference
+    [95% interval] (one line per comparison, then what was resampled), seeds per arm, verdict."""
+    c, comps = v.claim, v.comparisons
+    several = len(comps) > 1
+    diffs = [(f"{x.treatment} − {x.control}: " if several else "") + _interval(x) for x in comps]
+    bases = list(dict.fromkeys(x.basis for x in comps if x.basis))
+    seeds: dict[str, int] = {}
+    for x in comps:
+        seeds.update(x.seeds)
+    metric = f"{c.metric}, {MEASURES[c.measure]}" if c.metric else "—"
+    return [[c.statement], [f"{c.paper} {c.figure}"], [f"{x.treatment} vs {x.control}" for x in comps],
+            [metric, f"expected {c.expected()}"], diffs + bases,
+            [", ".join(f"{a} {n}" for a, n in seeds.items())], [v.verdict, v.reason]]
+
+
+def claims_markdown(found: list[Verdict], notes: Sequence[str] = ()) -> str:
+    """The claims table (markdown) with the rule and any skipped per-item files."""
+    header = ["claim", "paper", "arms", "metric", "difference [95% interval]", "seeds", "verdict"]
+
+    def md(lines: list[str], bold: bool = False) -> str:
+        lines = [line.replace("|", "\\|") for line in lines]
+        return f"**{lines[0]}**: {'; '.join(lines[1:])}" if bold else "; ".join(lines)
+
+    rows = [[*(md(cell) for cell in cells[:-1]), md(cells[-1], bold=True)]
+            for cells in (claim_cells(v) for v in found)]
+    parts = ["## The papers' claims", "", _markdown(header, rows), "", f"Rule: {RULE}"]
+    if notes:
+        parts += ["", "Per-item files skipped:", "", *(f"- {n}" for n in notes)]
+    return "\n".join(parts)
+
+
+def claims_html(found: list[Verdict], notes: Sequence[str] = ()) -> str:
+    """The claims section's table: one row per claim, its verdict coloured."""
+    esc = html.escape
+    header = ["claim", "paper", "arms", "metric", "difference [95% interval]", "seeds", "verdict"]
+    body = []
+    for v in found:
+        cells = claim_cells(v)
+        tds = ["<td>" + "<br>".join(esc(line) for line in cell) + "</td>" for cell in cells[:-1]]
+        verdict, reason = cells[-1]
+        tds.append(f"<td class='verdict'><b>{esc(verdict)}</b><br><span class='muted'>{esc(reason)}</span></td>")
+        body.append(f"<tr class='{esc(v.verdict.replace(' ', '-'))}' data-claim='{esc(v.claim.id)}'>"
+                    + "".join(tds) + "</tr>")
+    head = "".join(f"<th>{esc(h)}</th>" for h in header)
+    skipped = ("<p class='notes'>Per-item files skipped: " + "; ".join(esc(n) for n in notes) + "</p>"
+               if notes else "")
+    return (f"<table class='claims text'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}"
+            f"</tbody></table><p class='muted'>Rule: {esc(RULE)}</p>{skipped}")
 
 
 README_BEGIN = "<!-- results:begin (python -m flows.report --readme README.md) -->"
@@ -531,6 +605,9 @@ table.headline tr.base td{color:#555;font-style:italic;background:#fafafa}
 table.headline td.spread{font-size:.9em;color:#333} table.headline td,table.headline th{white-space:nowrap}
 table.headline svg{vertical-align:middle;margin-right:5px} table.headline td{padding:3px 7px}
 .mark{color:#1a7f37} .tie{color:#555}
+table.claims td{vertical-align:top;font-size:.95em} table.claims td.verdict{min-width:12em}
+table.claims tr.reproduced td.verdict{background:#eef7ee} table.claims tr.not-reproduced td.verdict{background:#fbeaea}
+table.claims tr.inconclusive td.verdict{background:#f6f6f6}
 .tasks{display:flex;flex-wrap:wrap;gap:0 28px;align-items:flex-start}
 .charts{display:flex;flex-wrap:wrap;gap:12px}
 svg.chart{border:1px solid #ddd;background:#fff}
@@ -682,10 +759,12 @@ def _legend(collected: Collected, colors: dict[str, int]) -> str:
 
 
 def html_page(agg: dict[str, dict], collected: Collected, results: list[TaskResult] | None = None,
-              prov: Provenance | None = None) -> str:
+              prov: Provenance | None = None,
+              claims: tuple[list[Verdict], list[str]] | None = None) -> str:
     """The whole report as one self-contained HTML document: the answer first, then the evidence."""
     esc = html.escape
     results = results if results is not None else headline(collected, agg, paths.DATA)
+    found, claim_notes = claims if claims is not None else verdicts(collected.runs)
     # The base has no curves: the trained methods take the palette's colours in study order.
     colors = {m: i for i, m in enumerate(m for m in collected.runs if m != "base")}
     smoke = prov is not None and prov.smoke
@@ -695,7 +774,7 @@ def html_page(agg: dict[str, dict], collected: Collected, results: list[TaskResu
              "<header><h1>Reward methods compared</h1>"]
     if prov is not None:
         parts.append(provenance_html(prov))
-    parts.append("<nav><a href='#result'>Result</a><a href='#curves'>Held-out curves</a>"
+    parts.append("<nav><a href='#claims'>Claims</a><a href='#result'>Result</a><a href='#curves'>Held-out curves</a>"
                  "<a href='#benchmarks'>All benchmarks</a><a href='#collapse'>Collapse events</a>"
                  "<a href='#diagnostics'>Diagnostics</a></nav></header>")
     if collected.notes:
@@ -703,6 +782,12 @@ def html_page(agg: dict[str, dict], collected: Collected, results: list[TaskResu
                      f"{'s' * (len(collected.notes) > 1)} on missing or unreadable files</summary><ul>"
                      + "".join(f"<li>{esc(n)}</li>" for n in collected.notes) + "</ul></details>")
 
+    parts.append("<section id='claims'><h2>The papers' claims</h2>")
+    open_ = sum(v.verdict == INCONCLUSIVE for v in found)
+    parts.append(f"<p class='muted'>Each claim tested on the study's runs ({MIN_SEEDS} seeds per "
+                 f"arm needed); {len(found) - open_} of {len(found)} decided, the others say what "
+                 "is missing.</p>")
+    parts.append(claims_html(found, claim_notes) + "</section>")
     parts.append("<section id='result'><h2>Result: which method won</h2>")
     if results:
         parts.append("<ul class='answer'>" + "".join(f"<li>{_answer_html(line, r)}</li>" for r in results
@@ -826,7 +911,8 @@ def headline_json(results: list[TaskResult]) -> dict[str, dict[str, float]]:
 
 def build(out_dir: Path = paths.REPORTS, data_dir: Path = paths.DATA, order: Sequence[str] = (),
           params: Params | None = None, now: datetime | None = None) -> dict[str, dict]:
-    """Write index.html, summary.md and metrics.json into `out_dir`; returns the aggregate.
+    """Write index.html, summary.md, metrics.json, headline.json and claims.json into `out_dir`;
+    returns the aggregate.
 
     `params` (the stage's) gives the header its preset and planned seeds and the smoke-test check
     its preset; without them the header says the preset is unknown and only the data is checked.
@@ -837,12 +923,18 @@ def build(out_dir: Path = paths.REPORTS, data_dir: Path = paths.DATA, order: Seq
     agg = aggregate(collected)
     results = headline(collected, agg, Path(data_dir), params)
     prov = provenance(params, collected, Path(data_dir), now)
-    (out_dir / "summary.md").write_text(summary_markdown(agg, collected, prov.smoke), encoding="utf-8")
+    claims = verdicts(collected.runs)
+    (out_dir / "summary.md").write_text(summary_markdown(agg, collected, prov.smoke, claims),
+                                        encoding="utf-8")
     write_json(out_dir / "metrics.json", agg)
     write_json(out_dir / "headline.json", headline_json(results))
-    (out_dir / "index.html").write_text(html_page(agg, collected, results, prov), encoding="utf-8")
-    for note in collected.notes:
+    write_json(out_dir / "claims.json", claims_json(*claims))
+    (out_dir / "index.html").write_text(html_page(agg, collected, results, prov, claims),
+                                        encoding="utf-8")
+    for note in collected.notes + [f"claims: {n}" for n in claims[1]]:
         print(f"report: {note}")
+    for v in claims[0]:
+        print(f"report: claim {v.claim.id}: {v.verdict} ({v.reason})")
     for line in answer_lines(results):
         print(f"report: {line}")
     if prov.smoke:

@@ -1,7 +1,7 @@
 """What the `report` stage reads and concludes, before any drawing (flows/report.py renders it).
 
-- `collect`: every run's metrics, curves and collapse events found under `data/` (nothing missing
-  is fatal; what is off becomes a note);
+- `collect`: every run's metrics, per-item scores, curves and collapse events found under `data/`
+  (nothing missing is fatal; what is off becomes a note);
 - `aggregate`: per method and metric, the mean, population std and number of seeds;
 - `headline`: per task, the methods trained on it ranked by the task's headline metric, the base
   for reference, the best marked and the methods within the seeds' spread of it;
@@ -51,6 +51,7 @@ class RunData:
     train: list[dict] = field(default_factory=list)
     heldout: list[dict] = field(default_factory=list)
     events: list[dict] = field(default_factory=list)
+    items: dict | None = None  # items.json: per-item test scores (evals/items.py), for the claims
 
 
 @dataclass
@@ -116,6 +117,7 @@ def collect(data_dir: Path = paths.DATA, order: Sequence[str] = ()) -> Collected
     for method, seed in discover(data_dir, order):
         run = RunData()
         run.metrics = _read(_under(data_dir, paths.eval_dir(method, seed)) / "metrics.json", dict, notes)
+        run.items = _read(_under(data_dir, paths.eval_dir(method, seed)) / "items.json", dict, notes)
         if seed is not None:
             plots = _under(data_dir, paths.plots_dir(method, seed))
             run.train = [r for r in _read(plots / "train.json", list, notes) or [] if isinstance(r, dict)]

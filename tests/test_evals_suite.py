@@ -78,6 +78,27 @@ def test_no_greedy_and_k1_drop_greedy_keys_and_self_bleu(prepared, fake_generate
     assert all(not greedy for _, _, greedy in fake_generate)
 
 
+def test_items_hold_each_rows_scores_and_change_nothing_else(prepared, fake_generate, tmp_path):
+    plain = evaluate_policy(None, None, prepared, ["arith", "arith_cf", "facts"], EV, seed=0)
+    items: dict = {}
+    m = evaluate_policy(None, None, prepared, ["arith", "arith_cf", "facts"], EV, seed=0, items=items)
+    assert m == plain
+    assert list(items) == ["arith", "arith_cf", "facts"]
+    arith = items["arith"]
+    assert arith["headline"] == "pass@1" and arith["ids"] == ["row-00000", "row-00001"]  # no `id` field
+    assert arith["metrics"]["pass@1"] == [round(2 / 3, 6), 0.0]  # each row: mean over its k samples
+    assert arith["metrics"]["greedy_accuracy"] == [1.0, 1.0]
+    for name, entry in items.items():  # each list averages to the pooled metric
+        for metric, values in entry["metrics"].items():
+            assert len(values) == len(entry["ids"])
+            assert sum(values) / len(values) == pytest.approx(m[f"{name}/{metric}"], abs=1e-6)
+    write_jsonl(prepared / "arith_test.jsonl", [{"id": "arith-test-00007", "prompt": "P1", "answer": "4"}])
+    items = {}
+    evaluate_policy(None, None, prepared, ["arith"], EV, seed=0, greedy=False, items=items)
+    assert items["arith"]["ids"] == ["arith-test-00007"]
+    assert not any(k.startswith("greedy") for k in items["arith"]["metrics"])
+
+
 def test_n_caps_rows(prepared, fake_generate):
     m = evaluate_policy(None, None, prepared, ["arith"], EV, seed=0, n=1)
     assert m["arith/n"] == 1 and m["arith/pass@1"] == pytest.approx(2 / 3)

@@ -1,0 +1,309 @@
+"""The claims table (evals/claims.py): verdicts from synthetic per-item files, the seed rule, the
+bootstrap's determinism and pairing, bad per-item files, and the report's claims section."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core.io import DataError
+from core.params import load
+from evals import claims as cl
+from evals.items import item_scores
+from evals.registry import BENCHMARKS
+from flows import report as rep
+from flows.report_collect import collect
+
+KEY = "arith/pass@1"
+
+
+def write(path: Path, obj) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj))
+
+
+def write_run(data: Path, method: str, seed: int, scores, items: bool = True, order=None) -> None:
+    """One evaluated run: metrics.json with the pooled score, items.json with each item's
+    (ids `arith-test-<i>`, written in `order` if given)."""
+    scores = [float(x) for x in scores]
+    write(data / "eval" / method / f"seed{seed}" / "metrics.json", {KEY: float(np.mean(scores))})
+    if items:
+        order = list(range(len(scores))) if order is None else list(order)
+        write(data / "eval" / method / f"seed{seed}" / "items.json",
+              {"arith": {"headline": "pass@1", "ids": [f"arith-test-{i:05d}" for i in order],
+                         "metrics": {"pass@1": [scores[i] for i in order], "pass@k": [1.0] * len(order)}}})
+
+
+def arms(data: Path, treatment: np.ndarray, control: np.ndarray, **kw) -> None:
+    """Arms `t` and `c`, one run per row of the (seeds, items) arrays."""
+    for name, table in (("t", treatment), ("c", control)):
+        for seed, row in enumerate(table):
+            write_run(data, name, seed, row, **kw)
+
+
+def claim(kind="greater", **kw) -> cl.Claim:
+    return cl.Claim("x", "000", "Fig. 0", "t beats c", (("t", "c"),), KEY, kind, **kw)
+
+
+def judge(data: Path, *claims: cl.Claim, **kw) -> tuple[list[cl.Verdict], list[str]]:
+    return cl.verdicts(collect(data).runs, claims or (claim(min_effect=0.1),), **kw)
+
+
+def items_world(n_items=60, seeds=3, shift=0.3, noise=0.05, seed=0) -> tuple[np.ndarray, np.ndarray]:
+    """Per-item scores: item difficulty shared by both arms, treatment `shift` above control."""
+    rng = np.random.default_rng(seed)
+    ease = rng.uniform(0.1, 0.6, n_items)
+    c = np.clip(ease + rng.normal(0, noise, (seeds, n_items)), 0, 1)
+    t = np.clip(ease + shift + rng.normal(0, noise, (seeds, n_items)), 0, 1)
+    return t, c
+
+
+# ------------------------------------------------------------------------------ worked examples
+
+def test_an_obvious_gain_is_reproduced_from_paired_items(tmp_path) -> None:
+    t, c = items_world(shift=0.3)
+    arms(tmp_path, t, c)
+    [v], notes = judge(tmp_path)
+    [x] = v.comparisons
+    assert v.verdict == cl.REPRODUCED and not notes
+    assert x.difference == pytest.approx(t.mean() - c.mean())
+    assert 0.2 < x.low < x.difference < x.high < 0.4
+    assert x.seeds == {"t": 3, "c": 3} and x.basis == "60 items paired by id × seeds"
+
+
+def test_no_gain_is_not_reproduced(tmp_path) -> None:
+    t, c = items_world(shift=0.0)
+    arms(tmp_path, t, c)
+    [v], _ = judge(tmp_path)
+    assert v.verdict == cl.NOT_REPRODUCED and v.comparisons[0].high < 0.1
+    assert v.reason == "the interval excludes +0.10"
+
+
+def test_a_noisy_small_difference_is_inconclusive(tmp_path) -> None:
+    c = np.array([[0, 1, 0, 1], [1, 0, 1, 0], [0, 0, 1, 1]])
+    t = np.array([[1, 1, 0, 0], [0, 1, 1, 0], [1, 0, 1, 1]])
+    arms(tmp_path, t, c)
+    [v], _ = judge(tmp_path)
+    x = v.comparisons[0]
+    assert v.verdict == cl.INCONCLUSIVE and x.low < 0 < 0.1 < x.high
+    assert v.reason == "the interval includes 0"
+
+
+def test_within_and_less(tmp_path) -> None:
+    t, c = items_world(shift=0.04)                      # +0.04, 95% interval about [0.03, 0.05]
+    arms(tmp_path, t, c)
+    tracks = claim("within", margin=0.1)
+    apart = claim("within", margin=0.01)
+    edge = claim("within", margin=0.04)
+    lower = claim("less", min_effect=0.05)
+    found = judge(tmp_path, tracks, apart, edge, lower)[0]
+    assert [v.verdict for v in found] == [
+        cl.REPRODUCED,                                  # inside ±0.10
+        cl.NOT_REPRODUCED,                              # wholly above +0.01
+        cl.INCONCLUSIVE,                                # straddles +0.04
+        cl.NOT_REPRODUCED]                              # t is not below c at all
+
+
+def test_decide_mirrors_less_and_needs_the_effect() -> None:
+    less = claim("less", min_effect=0.05)
+    assert cl.decide(less, -0.10, -0.14, -0.06)[0] == cl.REPRODUCED
+    assert cl.decide(less, -0.02, -0.04, 0.01)[0] == cl.NOT_REPRODUCED
+    # the interval is below 0 but the difference is short of the expected size: not a verdict
+    assert cl.decide(less, -0.03, -0.06, -0.01) == (cl.INCONCLUSIVE,
+                                                    "interval below 0 but the difference is short of −0.05")
+    within = claim("within", margin=0.1)
+    assert cl.decide(within, 0.0, -0.12, 0.05)[0] == cl.INCONCLUSIVE
+
+
+def test_an_arm_with_two_seeds_is_inconclusive_naming_it(tmp_path) -> None:
+    t, c = items_world(shift=0.3)
+    arms(tmp_path, t, c[:2])
+    [v], _ = judge(tmp_path)
+    assert v.verdict == cl.INCONCLUSIVE and v.reason == "arm c: 2 seeds of 3"
+    assert v.comparisons[0].difference is None  # no number from fewer seeds
+
+
+def test_a_claim_holds_only_when_each_comparison_does(tmp_path) -> None:
+    t, c = items_world(shift=0.3)
+    arms(tmp_path, t, c)
+    both = cl.Claim("y", "003", "Table 1", "s", (("t", "c"), ("c", "t")), KEY, "greater", min_effect=0.1)
+    [v], _ = judge(tmp_path, both)
+    assert [x.verdict for x in v.comparisons] == [cl.REPRODUCED, cl.NOT_REPRODUCED]
+    assert v.verdict == cl.NOT_REPRODUCED and v.reason.startswith("c vs t: ")
+    missing = cl.Claim("z", "003", "Table 1", "s", (("t", "c"), ("u", "t")), KEY, "greater", min_effect=0.1)
+    [v], _ = judge(tmp_path, missing)
+    assert v.verdict == cl.INCONCLUSIVE and v.reason == "u vs t: arm u: 0 seeds of 3"
+
+
+def test_a_blocked_claim_is_inconclusive_whatever_the_runs(tmp_path) -> None:
+    t, c = items_world(shift=0.3)
+    arms(tmp_path, t, c)
+    [v], _ = judge(tmp_path, claim(min_effect=0.1, blocked="simulation only"))
+    assert v.verdict == cl.INCONCLUSIVE and v.reason == "simulation only"
+    assert v.comparisons[0].seeds == {"t": 3, "c": 3} and v.comparisons[0].difference is None
+
+
+# ------------------------------------------------------------------------------ the bootstrap
+
+def test_the_bootstrap_is_deterministic_and_uses_its_seed(tmp_path) -> None:
+    t, c = items_world(shift=0.1, noise=0.2)
+    arms(tmp_path, t, c)
+    first = [v.as_json() for v in judge(tmp_path)[0]]
+    assert first == [v.as_json() for v in judge(tmp_path)[0]]
+    assert cl.paired_bootstrap(t, c) == cl.paired_bootstrap(t, c)
+    assert cl.paired_bootstrap(t, c, seed=1)[1:] != cl.paired_bootstrap(t, c)[1:]
+
+
+def test_both_arms_draw_the_same_items() -> None:
+    # Items differ wildly in difficulty, but treatment is control + 0.1 on every item and seed:
+    # paired draws see exactly +0.1 every time; independent draws would see the items' spread.
+    control = np.tile(np.linspace(0.0, 0.8, 50), (3, 1))
+    diff, low, high = cl.paired_bootstrap(control + 0.1, control)
+    assert diff == pytest.approx(0.1) and low == pytest.approx(0.1) and high == pytest.approx(0.1)
+
+
+def test_items_are_paired_by_id_not_by_position(tmp_path) -> None:
+    t, c = items_world(shift=0.1, noise=0.2)
+    arms(tmp_path / "a", t, c)
+    reversed_order = range(t.shape[1] - 1, -1, -1)
+    arms(tmp_path / "b", t, c, order=reversed_order)      # the same scores, ids written backwards
+    for m, seed in (("t", 0), ("c", 2)):                  # and two runs shuffled differently
+        write_run(tmp_path / "b", m, seed, (t if m == "t" else c)[seed],
+                  order=np.random.default_rng(seed).permutation(t.shape[1]))
+    a, b = (judge(tmp_path / d)[0][0].comparisons[0] for d in ("a", "b"))
+    assert (a.difference, a.low, a.high) == (b.difference, b.low, b.high)
+
+
+def test_only_items_every_run_scored_are_paired(tmp_path) -> None:
+    t, c = items_world(n_items=40, shift=0.3)
+    arms(tmp_path, t, c)
+    write_run(tmp_path, "c", 1, c[1, :30])  # this run scored the first 30 items only
+    x = judge(tmp_path)[0][0].comparisons[0]
+    assert x.basis == "30 items paired by id × seeds (common to every run; up to 40 per run)"
+    assert x.difference == pytest.approx(
+        np.mean([t[:, :30].mean(axis=1).mean()]) - np.mean([c[:, :30].mean(axis=1).mean()]))
+
+
+# ------------------------------------------------------------------------------ bad or missing files
+
+def test_missing_items_fall_back_to_seeds_and_say_so(tmp_path) -> None:
+    t, c = items_world(shift=0.3)
+    arms(tmp_path, t, c)
+    (tmp_path / "eval" / "c" / "seed1" / "items.json").unlink()
+    [v], notes = judge(tmp_path)
+    x = v.comparisons[0]
+    assert x.basis == "seeds only (no per-item scores in 1 of 6 runs)" and not notes
+    assert x.seeds == {"t": 3, "c": 3} and x.difference == pytest.approx(t.mean() - c.mean())
+
+
+def test_malformed_items_are_a_one_line_note_and_a_counted_skip(tmp_path) -> None:
+    t, c = items_world(shift=0.3)
+    arms(tmp_path, t, c)
+    bad = tmp_path / "eval" / "t" / "seed2" / "items.json"
+    entry = json.loads(bad.read_text())
+    entry["arith"]["metrics"]["pass@1"].pop()                    # one value short
+    bad.write_text(json.dumps(entry))
+    (tmp_path / "eval" / "c" / "seed0" / "items.json").write_text("{not json")  # truncated
+    collected = collect(tmp_path)
+    [v], notes = cl.verdicts(collected.runs, [claim(min_effect=0.1)])
+    assert notes == ["data/eval/t/seed2/items.json: arith/pass@1: expected a list of 60 values (one per "
+                     "id), got 59; skipped, its comparisons use seeds only"]
+    assert any("c/seed0/items.json: unreadable" in n for n in collected.notes)
+    assert v.comparisons[0].basis == "seeds only (no per-item scores in 2 of 6 runs)"
+    assert v.verdict == cl.REPRODUCED  # still decided, from the seeds
+
+
+@pytest.mark.parametrize("items, fault", [
+    ([], "expected a JSON object of benchmarks"),
+    ({"arith": {"ids": ["a", "a"], "metrics": {"pass@1": [1, 0]}}}, "duplicate row ids"),
+    ({"arith": {"ids": ["a"], "metrics": {"pass@1": ["high"]}}}, "row 'a' has 'high', not a finite number"),
+    ({"arith": "nope"}, "arith: expected"),
+])
+def test_item_scores_faults_are_named(items, fault) -> None:
+    with pytest.raises(DataError, match="^where: .*" + fault.replace("(", r"\(")):
+        item_scores(items, KEY, "where")
+
+
+def test_a_run_without_the_benchmark_has_no_item_scores() -> None:
+    assert item_scores({"facts": {"ids": [], "metrics": {}}}, KEY, "w") is None
+    assert item_scores({"arith": {"ids": ["a", "b"], "metrics": {"pass@1": [1.0, None]}}}, KEY, "w") == {"a": 1.0}
+
+
+# ------------------------------------------------------------------------------ curve measures
+
+def test_curve_measures_are_per_run_numbers_over_seeds(tmp_path) -> None:
+    for seed in range(3):
+        write(tmp_path / "plots" / "t" / f"seed{seed}" / "heldout.json",
+              [{"step": 0, KEY: 0.3}, {"step": 25, KEY: 0.6 + 0.01 * seed}, {"step": 50, KEY: 0.58}])
+        write(tmp_path / "plots" / "c" / f"seed{seed}" / "heldout.json",
+              [{"step": 50, KEY: 0.05}, {"step": 0, KEY: 0.3}, {"step": 25, KEY: 0.5}])  # unsorted
+        write(tmp_path / "plots" / "t" / f"seed{seed}" / "train.json",
+              [{"step": s, "rlcer/corr_mean": 0.2 + 0.1 * s} for s in range(1, 9)])
+        write(tmp_path / "plots" / "c" / f"seed{seed}" / "train.json",
+              [{"step": s, "rlcer/corr_mean": 0.5} for s in range(1, 9)])
+    drop = cl.Claim("d", "000", "Fig. 5", "s", (("t", "c"),), KEY, "less", min_effect=0.05,
+                    measure="heldout_drop")
+    change = cl.Claim("e", "004", "Fig. 6a", "s", (("t", "c"),), "rlcer/corr_mean", "greater",
+                      min_effect=0.05, measure="train_change")
+    v_drop, v_change = judge(tmp_path, drop, change)[0]
+    # t drops 0.02-0.04 from its best, c 0.45: the difference is about −0.42
+    assert v_drop.comparisons[0].difference == pytest.approx(np.mean([0.02, 0.03, 0.04]) - 0.45)
+    assert v_drop.verdict == cl.REPRODUCED
+    assert v_drop.comparisons[0].basis == "seeds only (the held-out drop is one number per run)"
+    # last quarter (steps 7, 8) minus first quarter (1, 2): +0.6 for t, 0 for c
+    assert v_change.comparisons[0].difference == pytest.approx(0.6) and v_change.verdict == cl.REPRODUCED
+
+
+# ------------------------------------------------------------------------------ the declared claims
+
+def test_the_declared_claims_name_known_arms_and_benchmarks() -> None:
+    params = load()
+    assert len(cl.CLAIMS) == 8 and len({c.id for c in cl.CLAIMS}) == 8
+    for c in cl.CLAIMS:
+        for arm in c.arms:
+            params.method_config(arm)  # raises for a name that is neither a method nor a variant
+        if c.measure == "test" and not c.blocked:
+            bench = c.metric.partition("/")[0]
+            assert bench in BENCHMARKS, c.id
+
+
+def test_a_bad_declaration_fails_at_once() -> None:
+    with pytest.raises(ValueError, match="needs a margin"):
+        cl.Claim("w", "000", "Fig. 2", "s", (("a", "b"),), KEY, "within")
+    with pytest.raises(ValueError, match="measure 'curve'"):
+        cl.Claim("w", "000", "Fig. 2", "s", (("a", "b"),), KEY, "greater", measure="curve")
+
+
+# ------------------------------------------------------------------------------ the report
+
+def test_the_report_opens_with_the_claims_and_writes_claims_json(tmp_path) -> None:
+    data = tmp_path / "data"
+    t, c = items_world(shift=0.0, noise=0.02)
+    for name, table in (("rlme", t), ("rlvr", c)):
+        for seed, row in enumerate(table):
+            write_run(data, name, seed, row)
+    write(data / "eval" / "rlme" / "seed0" / "items.json",   # malformed: a counted skip
+          {"arith": {"ids": "arith-test-00000", "metrics": {"pass@1": [1.0]}}})
+    out = tmp_path / "reports"
+    rep.build(out, data)
+    record = json.loads((out / "claims.json").read_text())
+    assert [x["id"] for x in record["claims"]] == [c.id for c in cl.CLAIMS]
+    assert record["rule"] == cl.RULE and record["resamples"] == 10_000
+    tracks = record["claims"][0]
+    assert tracks["verdict"] == cl.REPRODUCED and tracks["comparisons"][0]["seeds"] == {"rlme": 3, "rlvr": 3}
+    assert record["notes"] == ["data/eval/rlme/seed0/items.json: arith: `ids` must be a list of "
+                               "strings; skipped, its comparisons use seeds only"]
+    assert tracks["comparisons"][0]["basis"] == "seeds only (no per-item scores in 1 of 6 runs)"
+    assert record["claims"][1]["reason"] == "arm rlme_gt10_long: 0 seeds of 3; arm rlme_long: 0 seeds of 3"
+    page = (out / "index.html").read_text()
+    assert page.index("<section id='claims'>") < page.index("<section id='result'>")
+    assert "data-claim='rlme_tracks_rlvr'" in page and "Rule: Paired bootstrap" in page
+    summary = (out / "summary.md").read_text()
+    assert "Per-item files skipped:\n\n- data/eval/rlme/seed0/items.json: arith: `ids`" in summary
+    row = next(line for line in summary.splitlines() if line.startswith("| RLME"))
+    d = cl.verdicts(collect(data).runs)[0][0].comparisons[0]
+    assert f"{rep._signed(d.difference)} [{rep._signed(d.low)}, {rep._signed(d.high)}]" in row
+    assert row.endswith("| rlme 3, rlvr 3 | **reproduced**: interval inside ±0.10 |")
