@@ -102,21 +102,23 @@ def matmul_weights(model) -> int:
     return rest + emb.numel()  # the LM head multiplies by the (tied) embedding matrix
 
 
-def profile_sft(params, phase_name: str, steps: int, work: Path) -> dict:
-    """`steps` optimiser steps of one base-model SFT phase, from the model it starts from."""
+def profile_sft(params, phase_name: str, steps: int, work: Path, grouped: bool, base: Path) -> dict:
+    """`steps` optimiser steps of one base-model SFT phase, from the model it starts from (phase 2:
+    the built base), with the loss by length groups or in one padded pass (`length_groups`)."""
     from transformers import TrainerCallback
 
     from models import tiny
     from models.policy import load_policy
 
     cfg = params.base_model
+    cfg = cfg.model_copy(update={"sft": cfg.sft.model_copy(update={"length_groups": grouped})})
     prepared = paths.PREPARED
     if phase_name == "phase1":
         tokenizer = tiny.build_tokenizer(tiny.corpus(prepared), cfg.vocab_size)
         model = tiny.build_model(cfg.arch, tokenizer, params.seed)
         phase, mix, seed, total = cfg.sft, cfg.sft.mix, params.seed, cfg.sft.steps
     else:
-        model, tokenizer = load_policy(paths.base_model_dir(params), for_training=True)
+        model, tokenizer = load_policy(base, for_training=True)
         phase, mix, seed, total = cfg.sft.roles, cfg.sft.roles.mix, params.seed + 1, cfg.sft.roles.steps
     rows = tiny.sft_rows(prepared, mix, steps * cfg.sft.batch_size, seed)
     trainer = tiny.sft_trainer(model, tokenizer, rows, phase.model_copy(update={"steps": steps}),
@@ -159,13 +161,14 @@ def profile_sft(params, phase_name: str, steps: int, work: Path) -> dict:
         "optimizer": (s["optimizer"], None),
         "other": (wall - s["collate"] - s["forward+backward"] - s["optimizer"], None),
     }
-    return {"stage": f"build_base {phase_name}", "measured_steps": steps, "default_steps": total,
+    how = "length groups" if grouped else "one padded pass"
+    return {"stage": f"build_base {phase_name} ({how})", "measured_steps": steps, "default_steps": total,
             "scale": total / steps, "wall": wall, "parts": parts,
             "padding_share": 1 - tokens["useful"] / tokens["padded"],
             "useful_tokens_per_step": tokens["useful"] / steps}
 
 
-def profile_grpo(params, method: str, steps: int, work: Path) -> dict:
+def profile_grpo(params, method: str, steps: int, work: Path, base: Path) -> dict:
     """`steps` GRPO steps of `method` from the base, with the held-out evaluation the run makes."""
     from trl import GRPOTrainer
 
@@ -177,7 +180,7 @@ def profile_grpo(params, method: str, steps: int, work: Path) -> dict:
 
     run = params.resolve(method)
     g = run.grpo.model_copy(update={"max_steps": steps, "save_steps": 10_000})
-    model, tokenizer = load_policy(paths.base_model_dir(params), for_training=True)
+    model, tokenizer = load_policy(base, for_training=True)
     plan = make_plan(params, run, 0, model, tokenizer)
     n = matmul_weights(model)
     clock = Clock()
@@ -196,7 +199,7 @@ def profile_grpo(params, method: str, steps: int, work: Path) -> dict:
         flops["useful_generated"] += sum(lengths)
 
     def loss_flops(out, args, kwargs):
-        inputs = args[1] if len(args) > 1 else kwargs["inputs"]
+        inputs = kwargs["inputs"] if "inputs" in kwargs else args[2]  # (trainer, model, inputs)
         useful = int(inputs["completion_mask"].sum() + inputs["prompt_mask"].sum())
         flops["loss"] += 6 * n * useful
 
@@ -213,7 +216,7 @@ def profile_grpo(params, method: str, steps: int, work: Path) -> dict:
     callback = HeldoutCallback(heldout, g.heldout_every, "x")
     with patched(originals):
         start = time.perf_counter()
-        grpo.train(paths.base_model_dir(params), task_rows(paths.PREPARED, g.task), plan, g, seed=0,
+        grpo.train(base, task_rows(paths.PREPARED, g.task), plan, g, seed=0,
                    output_dir=work / method, callbacks=[callback], model=model, tokenizer=tokenizer)
         wall = time.perf_counter() - start
     s = clock.seconds
@@ -236,7 +239,7 @@ def profile_grpo(params, method: str, steps: int, work: Path) -> dict:
             "generated_tokens_per_step": flops["useful_generated"] / steps}
 
 
-def profile_evaluate(params) -> dict:
+def profile_evaluate(params, base: Path) -> dict:
     """The evaluate stage of a method on the arith benchmarks, with the base as the policy."""
     import evals.self_eval as self_eval_mod
     import evals.suite as suite
@@ -244,7 +247,7 @@ def profile_evaluate(params) -> dict:
     from flows.configure import self_eval_probe
     from models.policy import load_policy
 
-    model, tokenizer = load_policy(paths.base_model_dir(params))
+    model, tokenizer = load_policy(base)
     n = matmul_weights(model)
     clock = Clock()
     flops: dict[str, float] = defaultdict(float)
@@ -310,6 +313,9 @@ def main() -> None:
     p.add_argument("--sft-steps", type=int, default=30)
     p.add_argument("--grpo-steps", type=int, default=10)
     p.add_argument("--method", default="rlvr")
+    p.add_argument("--base", type=Path, default=None, help="the base model (default: the built one)")
+    p.add_argument("--parts", nargs="+", default=["sft", "grpo", "evaluate"],
+                   choices=["sft", "grpo", "evaluate"])
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args()
     import logging
@@ -322,11 +328,18 @@ def main() -> None:
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        results.append(profile_sft(params, "phase1", args.sft_steps, work))
-        if paths.base_model_dir(params).exists():
-            results.append(profile_sft(params, "phase2", args.sft_steps, work))
-            results.append(profile_grpo(params, args.method, args.grpo_steps, work))
-            results.append(profile_evaluate(params))
+        base = args.base or paths.base_model_dir(params)
+        built = (base / "config.json").exists()
+        if not built:
+            print(f"no model in {base}: SFT phase 1 only (build the base for the rest)")
+        for phase in ("phase1", "phase2") if "sft" in args.parts else ():
+            if phase == "phase1" or built:  # before (one padded pass) and after (length groups)
+                results += [profile_sft(params, phase, args.sft_steps, work, g, base)
+                            for g in (False, True)]
+        if built and "grpo" in args.parts:
+            results.append(profile_grpo(params, args.method, args.grpo_steps, work, base))
+        if built and "evaluate" in args.parts:
+            results.append(profile_evaluate(params, base))
     print(f"matmul peak, fp32, {args.threads} thread(s): "
           + ", ".join(f"{k}: {v:.0f} GFLOP/s" for k, v in peaks.items()))
     print(table(results, peak))
