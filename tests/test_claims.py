@@ -297,7 +297,9 @@ def test_the_report_opens_with_the_claims_and_writes_claims_json(tmp_path) -> No
     assert record["notes"] == ["data/eval/rlme/seed0/items.json: arith: `ids` must be a list of "
                                "strings; skipped, its comparisons use seeds only"]
     assert tracks["comparisons"][0]["basis"] == "seeds only (no per-item scores in 1 of 6 runs)"
-    assert record["claims"][1]["reason"] == "arm rlme_gt10_long: 0 seeds of 3; arm rlme_long: 0 seeds of 3"
+    assert record["claims"][1]["reason"] == (
+        "rlme_gt10_long vs rlme_long: arm rlme_gt10_long: 0 seeds of 3; arm rlme_long: 0 seeds of 3; "
+        "rlme_gt1_long vs rlme_long: arm rlme_gt1_long: 0 seeds of 3; arm rlme_long: 0 seeds of 3")
     page = (out / "index.html").read_text()
     assert page.index("<section id='claims'>") < page.index("<section id='result'>")
     assert "data-claim='rlme_tracks_rlvr'" in page and "Rule: Paired bootstrap" in page
