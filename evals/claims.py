@@ -2,9 +2,9 @@
 
 A `Claim` names the paper and figure, the statement, the arms it compares (method or variant
 names, one (treatment, control) pair per comparison), the metric, the kind of comparison and the
-expected size. `CLAIMS` are the eight of issue 24; the report stage (flows/report.py) computes
-their verdicts with `verdicts` and opens its science section with the table (reports/claims.json
-holds the same numbers).
+expected size. `CLAIMS` are the eight the lab tests, declared in evals/claims.yaml; the report
+stage (flows/report.py) computes their verdicts with `verdicts` and opens its science section
+with the table (reports/claims.json holds the same numbers).
 
 The verdict rule, per comparison:
 
@@ -29,7 +29,7 @@ inconclusive. A claim whose evidence cannot come from runs yet (`blocked`) is in
 that reason. The expected sizes (`min_effect`, `margin`) are ours: the papers' effects are on
 other benchmarks and models, and each is set below its paper's effect at the tiny world's scale.
 
-To add a claim: append a `Claim` to `CLAIMS` (arms must be names in params.yaml's `reward` or
+To add a claim: append an entry to evals/claims.yaml (arms must be names in params.yaml's `reward` or
 `variants`; tests/test_claims.py checks), and run its arms with 3 seeds through the study.
 """
 
@@ -37,9 +37,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Literal, Protocol
 
 import numpy as np
+import yaml
 
 from core.io import DataError
 from core.paths import run_key
@@ -106,37 +108,33 @@ class Claim:
         return f"≥ +{self.min_effect:.2f}" if self.kind == "greater" else f"≤ −{self.min_effect:.2f}"
 
 
-CLAIMS: tuple[Claim, ...] = (
-    Claim("rlme_tracks_rlvr", "000", "Fig. 2",
-          "RLME, which never sees the answer, tracks RLVR",
-          (("rlme", "rlvr"),), "arith/pass@1", "within", margin=0.10),
-    Claim("anchoring_prevents_hacking", "000", "Fig. 5",
-          "Ground-truth anchoring (1% or 10% of prompts) prevents the hacking of long self-evaluation",
-          (("rlme_gt10_long", "rlme_long"), ("rlme_gt1_long", "rlme_long")), "arith/pass@1", "less", min_effect=0.05,
-          measure="heldout_drop"),
-    Claim("nocheat_stops_copying", "000", "Fig. 7",
-          "A reasoning-process question stops the policy copying a planted hint",
-          (("rlme_nocheat", "rlme"),), "arith_cf/cheat_rate", "less", min_effect=0.05),
-    Claim("lcs_beats_direct", "002", "Table 3",
-          "Ordered-keyword LCS beats direct keyword matching",
-          (("rlvrr", "rlvrr_direct"),), "facts/coverage", "greater", min_effect=0.05),
-    Claim("r3_not_diluted", "003", "Fig. 3",
-          "R3's certainty reward is not diluted by long answers (plain averages are)",
-          (("r3", "avg_prob"), ("r3", "avg_logprob")), "", "greater", min_effect=0.01,
-          blocked="simulation only: benchmarks/dro_dilution.py reproduces Fig. 3's ordering; no "
-                  "run-based evidence, the tiny world has no task with a chain of thought before "
-                  "a long reference answer"),
-    Claim("gates_and_filter_add", "003", "Table 1",
-          "Rubric gates and the variance filter each add to R3",
-          (("r3_gate", "r3"), ("dro", "r3_gate")), "arith/pass@1", "greater", min_effect=0.01),
-    Claim("evolving_rubrics_stay_valid", "004", "Fig. 6a",
-          "Self-evolving rubrics keep their validity (corr with correctness); without evolution it decays",
-          (("rlcer", "rlcer_no_evolve"),), "rlcer/corr_mean", "greater", min_effect=0.05,
-          measure="train_change"),
-    Claim("ap_outcome_raises_rc", "001", "Table 4",
-          "AP × outcome raises rationale consistency over outcome-only",
-          (("rationale", "genrm_outcome"),), "pairs/rc", "greater", min_effect=0.05),
-)
+DECLARATIONS = Path(__file__).with_name("claims.yaml")
+
+
+def load_claims(path: Path = DECLARATIONS) -> tuple[Claim, ...]:
+    """The claims declared in `path` (evals/claims.yaml); a malformed entry fails with one line
+    naming it."""
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as e:
+        raise DataError(f"{path}: cannot read the claims: {e}") from e
+    if not isinstance(raw, list):
+        raise DataError(f"{path}: expected a list of claims")
+    claims = []
+    for i, entry in enumerate(raw):
+        try:
+            fields = dict(entry)
+            fields["comparisons"] = tuple(tuple(pair) for pair in fields["comparisons"])
+            claims.append(Claim(**fields))
+        except (TypeError, KeyError, ValueError) as e:
+            name = entry.get("id", f"#{i}") if isinstance(entry, dict) else f"#{i}"
+            raise DataError(f"{path}: claim {name}: {e}") from e
+    if len({c.id for c in claims}) != len(claims):
+        raise DataError(f"{path}: two claims share an id")
+    return tuple(claims)
+
+
+CLAIMS = load_claims()
 
 
 class RunFiles(Protocol):

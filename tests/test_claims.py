@@ -309,3 +309,18 @@ def test_the_report_opens_with_the_claims_and_writes_claims_json(tmp_path) -> No
     d = cl.verdicts(collect(data).runs)[0][0].comparisons[0]
     assert f"{rep._signed(d.difference)} [{rep._signed(d.low)}, {rep._signed(d.high)}]" in row
     assert row.endswith("| rlme 3, rlvr 3 | **reproduced**: interval inside ±0.10 |")
+
+
+def test_the_declarations_file_and_a_malformed_one(tmp_path):
+    assert cl.load_claims() == cl.CLAIMS
+    bad = tmp_path / "claims.yaml"
+    bad.write_text("- {id: x, paper: '000', figure: Fig. 1, statement: s, comparisons: [[a]],"
+                   " metric: m, kind: greater}\n")
+    with pytest.raises(DataError, match=r"claims.yaml: claim x: .*\(treatment, control\) pairs"):
+        cl.load_claims(bad)
+    bad.write_text("- {id: y, paper: '000'}\n")
+    with pytest.raises(DataError, match="claim y"):
+        cl.load_claims(bad)
+    bad.write_text("{not: a list}\n")
+    with pytest.raises(DataError, match="expected a list"):
+        cl.load_claims(bad)
