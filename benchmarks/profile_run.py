@@ -2,7 +2,7 @@
 this machine's measured matmul peak.
 
     python -m benchmarks.profile_run                  # after the base is built (make run / dvc repro)
-    python -m benchmarks.profile_run --threads 1      # as a stage runs beside another one
+    python -m benchmarks.profile_run --threads 2      # GRPO and evaluation on 2 threads (default 1)
 
 It runs short slices of the default run's own code paths with the default params (the same
 trainers, batch shapes and generation calls) and scales each part by how often the default run
@@ -162,7 +162,8 @@ def profile_sft(params, phase_name: str, steps: int, work: Path, grouped: bool, 
         "other": (wall - s["collate"] - s["forward+backward"] - s["optimizer"], None),
     }
     how = "length groups" if grouped else "one padded pass"
-    return {"stage": f"build_base {phase_name} ({how})", "measured_steps": steps, "default_steps": total,
+    return {"stage": f"build_base {phase_name} ({how})", "threads": torch.get_num_threads(),
+            "measured_steps": steps, "default_steps": total,
             "scale": total / steps, "wall": wall, "parts": parts,
             "padding_share": 1 - tokens["useful"] / tokens["padded"],
             "useful_tokens_per_step": tokens["useful"] / steps}
@@ -233,7 +234,8 @@ def profile_grpo(params, method: str, steps: int, work: Path, base: Path) -> dic
         "loss backward": (s["training_step"] - s["prepare"] - s["loss forward"], flops["loss"] * 2 / 3),
         "optimizer+other": (train_wall - s["training_step"], None),
     }
-    return {"stage": f"train@{method}", "measured_steps": steps, "default_steps": run.grpo.max_steps,
+    return {"stage": f"train@{method}", "threads": torch.get_num_threads(), "measured_steps": steps,
+            "default_steps": run.grpo.max_steps,
             "scale": scale, "wall": wall, "parts": parts,
             "heldout": {"seconds_each": per_eval, "default_count": default_evals},
             "generated_tokens_per_step": flops["useful_generated"] / steps}
@@ -279,37 +281,45 @@ def profile_evaluate(params, base: Path) -> dict:
         "self-eval scoring": (probe - s["self-eval sampling"], None),
     }
     return {"stage": f"evaluate (arith benchmarks: {', '.join(params.eval.benchmarks)})",
+            "threads": torch.get_num_threads(),
             "measured_steps": 1, "default_steps": 1, "scale": 1.0, "wall": bench + probe,
             "parts": parts}
 
 
-def table(results: list[dict], peak: float) -> str:
-    lines = ["| stage | part | measured s | default run s | share | useful GFLOP/s | % of peak |",
+def table(results: list[dict], peaks: dict[int, float]) -> str:
+    """Markdown: each stage's parts, scaled to the default run, with achieved FLOP/s against the
+    matmul peak of the stage's thread count."""
+    lines = ["| stage (threads) | part | measured s | default run s | share | useful GFLOP/s | % of peak |",
              "|---|---|---:|---:|---:|---:|---:|"]
     for r in results:
+        peak = peaks[r["threads"]]
         total = sum(sec for sec, _ in r["parts"].values()) * r["scale"]
         if "heldout" in r:
             total += r["heldout"]["seconds_each"] * r["heldout"]["default_count"]
         for part, (sec, fl) in r["parts"].items():
             rate = fl / sec / 1e9 if fl and sec > 0 else None
-            lines.append(f"| {r['stage']} | {part} | {sec:.1f} | {sec * r['scale']:.0f} | "
+            lines.append(f"| {r['stage']} ({r['threads']}) | {part} | {sec:.1f} | {sec * r['scale']:.0f} | "
                          f"{sec * r['scale'] / total:.0%} | {'' if rate is None else f'{rate:.0f}'} | "
                          f"{'' if rate is None else f'{rate / peak:.0%}'} |")
         if "heldout" in r:
             h = r["heldout"]
             sec = h["seconds_each"] * h["default_count"]
-            lines.append(f"| {r['stage']} | held-out evaluation ({h['default_count']}×) | "
+            lines.append(f"| {r['stage']} ({r['threads']}) | held-out evaluation ({h['default_count']}×) | "
                          f"{h['seconds_each']:.1f} each | {sec:.0f} | {sec / total:.0%} | | |")
         extra = ""
         if "padding_share" in r:
             extra = f" (padding {r['padding_share']:.0%} of batch tokens)"
-        lines.append(f"| **{r['stage']}** | **total**{extra} | {r['wall']:.1f} | **{total:.0f}** | | | |")
+        lines.append(f"| **{r['stage']}** ({r['threads']}) | **total**{extra} | {r['wall']:.1f} | "
+                     f"**{total:.0f}** | | | |")
     return "\n".join(lines)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--threads", type=int, default=torch.get_num_threads())
+    p.add_argument("--threads", type=int, default=1,
+                   help="threads of GRPO and evaluation (a train stage beside another: 1)")
+    p.add_argument("--sft-threads", type=int, default=torch.get_num_threads(),
+                   help="threads of the SFT phases (the base build runs alone: every core)")
     p.add_argument("--sft-steps", type=int, default=30)
     p.add_argument("--grpo-steps", type=int, default=10)
     p.add_argument("--method", default="rlvr")
@@ -322,9 +332,7 @@ def main() -> None:
 
     logging.basicConfig(level=logging.WARNING)
     params = load()
-    torch.set_num_threads(args.threads)
-    peaks = matmul_peak(args.threads)
-    peak = max(peaks.values())
+    peaks = {n: matmul_peak(n) for n in sorted({args.threads, args.sft_threads})}
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -332,20 +340,23 @@ def main() -> None:
         built = (base / "config.json").exists()
         if not built:
             print(f"no model in {base}: SFT phase 1 only (build the base for the rest)")
+        torch.set_num_threads(args.sft_threads)
         for phase in ("phase1", "phase2") if "sft" in args.parts else ():
             if phase == "phase1" or built:  # before (one padded pass) and after (length groups)
                 results += [profile_sft(params, phase, args.sft_steps, work, g, base)
                             for g in (False, True)]
+        torch.set_num_threads(args.threads)
         if built and "grpo" in args.parts:
             results.append(profile_grpo(params, args.method, args.grpo_steps, work, base))
         if built and "evaluate" in args.parts:
             results.append(profile_evaluate(params, base))
-    print(f"matmul peak, fp32, {args.threads} thread(s): "
-          + ", ".join(f"{k}: {v:.0f} GFLOP/s" for k, v in peaks.items()))
-    print(table(results, peak))
+    for n, shapes in peaks.items():
+        print(f"matmul peak, fp32, {n} thread(s): "
+              + ", ".join(f"{k}: {v:.0f} GFLOP/s" for k, v in shapes.items()))
+    print(table(results, {n: max(shapes.values()) for n, shapes in peaks.items()}))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"threads": args.threads, "matmul_gflops": peaks,
-                                    "stages": results}, indent=1, default=str))
+    args.out.write_text(json.dumps({"threads": args.threads, "sft_threads": args.sft_threads,
+                                    "matmul_gflops": peaks, "stages": results}, indent=1, default=str))
     print(f"wrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
 
 
