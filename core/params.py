@@ -91,6 +91,11 @@ class FactsWorld(Strict):
     n_test: int = Field(ge=1)
     drop_frac: float = Field(ge=0, le=1)
     wrong_style_frac: float = Field(ge=0, le=1)
+    # Fraction of train demonstrations that are a keyword dump instead (world/facts.py,
+    # `keyword_dump`): the facts as bare words in a random order, each said `dump_repeats`
+    # times. 0 = none.
+    dump_frac: float = Field(default=0.0, ge=0, le=1)
+    dump_repeats: int = Field(default=2, ge=1)
 
 
 class PairsWorld(Strict):
@@ -102,6 +107,31 @@ class PairsWorld(Strict):
 class CounterfactualWorld(Strict):
     n_train: int = Field(ge=1)
     n_test: int = Field(ge=1)
+    # Fraction of train demonstrations that copy the hint (world/arith.py, `hint_copy`). 0 = none.
+    copy_frac: float = Field(default=0.0, ge=0, le=1)
+
+
+class ArithRefWorld(Strict):
+    """`arith_ref` (world/arith_ref.py): off, with no rows and no files, unless its sizes are set."""
+
+    n_train: int = Field(default=0, ge=0)
+    n_val: int = Field(default=0, ge=0)
+    n_test: int = Field(default=0, ge=0)
+    # Written between the chain of thought and the reference answer (`reward.dro.answer_marker`).
+    separator: str = Field(default="</think>", min_length=1)
+    # Fraction of train demonstrations whose chain slips once and carries the slip to the answer.
+    slip_frac: float = Field(default=0.3, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _all_splits_or_none(self) -> ArithRefWorld:
+        sizes = (self.n_train, self.n_val, self.n_test)
+        if any(sizes) and not all(sizes):
+            raise ValueError("n_train, n_val and n_test are all 0 (off) or all positive")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return self.n_train > 0
 
 
 SolutionKind = Literal["correct", "sloppy", "slip", "cut", "chain_break", "wrong_operand",
@@ -131,6 +161,7 @@ class World(Strict):
     pairs: PairsWorld
     counterfactual: CounterfactualWorld
     evaluator: EvaluatorWorld = Field(default_factory=lambda: EvaluatorWorld())
+    arith_ref: ArithRefWorld = Field(default_factory=lambda: ArithRefWorld())
 
 
 class ExternalData(Strict):
@@ -204,7 +235,8 @@ class Arch(Strict):
     max_positions: int
 
 
-SftFamily = Literal["arith", "facts", "genrm", "evaluator", "rubricator", "judge"]
+SftFamily = Literal["arith", "facts", "genrm", "evaluator", "rubricator", "judge", "arith_cf",
+                    "arith_ref"]
 
 
 class SftRoles(Strict):
@@ -255,7 +287,7 @@ class BaseModelParams(Strict):
 
 
 class GRPO(Strict):
-    task: Literal["arith", "facts", "pairs"]
+    task: Literal["arith", "facts", "pairs", "arith_ref"]
     max_steps: int = Field(ge=1)
     learning_rate: float = Field(gt=0)
     prompts_per_step: int = Field(ge=1)
@@ -287,7 +319,7 @@ class GRPO(Strict):
     accelerate_config: str | None = None
 
 
-TaskName = Literal["arith", "facts", "pairs"]
+TaskName = Literal["arith", "facts", "pairs", "arith_ref"]
 
 
 class MethodBase(Strict):
@@ -365,7 +397,7 @@ class SelfEvalProbe(Strict):
 # The benchmarks `eval.benchmarks` may name; `evals.registry.BENCHMARKS` holds their rows and
 # scorers under the same names (tests/test_layers.py keeps the two equal). A tiny-world benchmark
 # reads data/prepared; an external one reads the local file named after a colon.
-TINY_BENCHMARKS = ("arith", "arith_cf", "facts", "pairs")
+TINY_BENCHMARKS = ("arith", "arith_cf", "facts", "pairs", "arith_ref")
 EXTERNAL_BENCHMARKS = ("gsm8k", "math", "ifeval", "helpsteer3")
 
 
@@ -390,7 +422,8 @@ def split_benchmark_spec(spec: str) -> tuple[str, Path | None]:
 
 
 class Eval(Strict):
-    # "arith" | "arith_cf" | "facts" | "pairs", or "<gsm8k|math|ifeval|helpsteer3>:<local file>"
+    # "arith" | "arith_cf" | "facts" | "pairs" | "arith_ref", or
+    # "<gsm8k|math|ifeval|helpsteer3>:<local file>"
     benchmarks: list[str] = Field(min_length=1)
 
     @field_validator("benchmarks")
@@ -564,7 +597,31 @@ def validate(raw: dict, source: str = "params.yaml", preset: str | None = None) 
         raise ParamsError(_format(e, source)) from None
     for name in [*params.methods, *params.variants]:
         params.resolve(name)  # an unknown method or a bad override fails here, named
+    _check_arith_ref(params, source)
     return params
+
+
+def _check_arith_ref(params: Params, source: str) -> None:
+    """`arith_ref` has no files unless `world.arith_ref` is on: whatever reads it fails here, named.
+
+    Its SFT family is taught in the role phase only: phase 1's stamp (`models.tiny.phase1_stamp`)
+    hashes the tokenizer's task files, not arith_ref's, so a changed arith_ref would not rebuild
+    a phase 1 that had learned it.
+    """
+    sft = params.base_model.sft
+    if sft.mix.get("arith_ref", 0) > 0:
+        raise ParamsError(f"{source}: base_model.sft.mix: arith_ref is taught in "
+                          "base_model.sft.roles.mix only (phase 1's stamp does not cover its file)")
+    if params.world.arith_ref.enabled:
+        return
+    readers = [f"methods: {m} trains on it" for m in params.methods
+               if params.method_grpo(m).task == "arith_ref"]
+    readers += ["eval.benchmarks lists it"] if "arith_ref" in params.eval.benchmarks else []
+    if sft.roles and sft.roles.mix.get("arith_ref", 0) > 0:
+        readers.append("base_model.sft.roles.mix weighs it")
+    if readers:
+        raise ParamsError(f"{source}: world.arith_ref is off (n_train: 0, no files) but "
+                          f"{'; '.join(readers)}; set its sizes (preset cot_reference)")
 
 
 class _Yaml12Loader(yaml.SafeLoader):

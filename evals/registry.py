@@ -28,6 +28,7 @@ from evals.external import gsm8k_rows, ifeval_rows, math_rows, score_ifeval, sco
 from evals.metrics import answer_metrics
 from evals.pairs import helpsteer3_rows, score_pairs
 from rewards.verifiable import rlvr_score
+from world.arith_ref import reply
 from world.facts import coverage, style_ok
 
 # Bumped whenever a scorer, loader or pooled metric changes meaning (lm-eval's task version).
@@ -66,6 +67,14 @@ def score_cheat(row: dict, samples: list[str], greedy: str) -> dict:
             "pass@1": float(np.mean([rlvr_score(s, row["answer"]) for s in samples]))}
 
 
+def score_arith_ref(row: dict, samples: list[str], greedy: str) -> dict:
+    """arith's metrics on the replies (the text after the row's separator: its chain of thought
+    is not the answer), and how many samples closed their reasoning with the separator."""
+    sep = row["separator"]
+    return {**answer_metrics([reply(s, sep) for s in samples], reply(greedy, sep), row["answer"]),
+            "separated": float(np.mean([sep in s for s in samples]))}
+
+
 def score_facts(row: dict, samples: list[str], greedy: str) -> dict:
     return {"coverage": float(np.mean([coverage(s, row["gold_facts"]) for s in samples])),
             "style_adherence": float(np.mean([style_ok(s, row["style"]) for s in samples])),
@@ -76,6 +85,8 @@ BENCHMARKS: dict[str, Benchmark | ExternalBenchmark] = {
     "arith": Benchmark("arith", score_arith, "pass@1"),
     "arith_cf": Benchmark("arith_cf", score_cheat, "cheat_rate"),
     "facts": Benchmark("facts", score_facts, "coverage"),
+    # A chain of thought, a separator, a long reference answer (DRO's setting; world.arith_ref).
+    "arith_ref": Benchmark("arith_ref", score_arith_ref, "pass@1"),
     # GenRM judgements (paper 001): outcome accuracy, rationale consistency of the top 5.
     "pairs": Benchmark("pairs", score_pairs, "outcome_acc"),
     # GSM8K rows load into the arith schema, so the arith scorer applies unchanged.

@@ -36,7 +36,10 @@ from rewards.reflection import AdaptiveThreshold, group_variance_score, static_p
 from rewards.teacher_forcing import teacher_forced_logprobs
 from rewards.verifiable import completion_text
 
-TASKS = ("arith", "facts")
+TASKS = ("arith", "facts", "arith_ref")
+# Tasks whose demonstrations write `</think>` themselves (world/arith_ref.py): the marker needs no
+# chat template there.
+PLAIN_THINK_TASKS = ("arith_ref",)
 __all__ = ["FACTS_SEPARATOR", "DroGRPOTrainer", "DroScore", "build", "cot_ids", "prompt_ids",
            "score_rollouts", "static_prefilter_rows"]
 # TRL losses whose normaliser counts unmasked completion tokens, so a zeroed mask removes a group.
@@ -213,6 +216,7 @@ def build(ctx: MethodContext) -> MethodPlan:
                          "or turn off reward.dro.gate and reward.dro.variance_filter")
     chat = ctx.chat or ChatFormat()
     if cfg.answer_marker == THINK_END and ctx.tokenizer is not None and (
+            grpo.task not in PLAIN_THINK_TASKS) and (
             not chat.applies(ctx.tokenizer) or chat.enable_thinking is False):
         raise ValueError(f"{ctx.name}: reward.dro.answer_marker {THINK_END!r} is a reasoning model's: "
                          "it needs a tokenizer with a chat template and base_model.chat."

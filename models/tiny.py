@@ -70,6 +70,10 @@ SFT_FAMILIES: dict[str, tuple[str, Callable[[dict], tuple[str, str]]]] = {
     "evaluator": ("evaluator", lambda r: (r["prompt"], r["demonstration"])),
     "rubricator": ("rubricator", lambda r: (r["prompt"], r["demonstration"])),
     "judge": ("judge", lambda r: (r["prompt"], r["demonstration"])),
+    # Opt-in (absent from the default mixes): the hinted problems, some of whose demonstrations
+    # copy the hint (`world.counterfactual.copy_frac`); DRO's chain-then-reference task.
+    "arith_cf": ("arith_cf", lambda r: (r["prompt"], r["demonstration"])),
+    "arith_ref": ("arith_ref", lambda r: (r["prompt"], r["demonstration"])),
 }
 
 

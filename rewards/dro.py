@@ -70,8 +70,9 @@ def _field(row: dict, key: str, task: str) -> Any:
 
 
 def _reference_text(row: dict, task: str) -> str:
-    """The row's full reference: arith's correct solution, facts' first paraphrase."""
-    return _field(row, "reference", task) if task == "arith" else _field(row, "references", task)[0]
+    """The row's full reference: arith's (and arith_ref's) correct solution, facts' first
+    paraphrase."""
+    return _field(row, "references", task)[0] if task == "facts" else _field(row, "reference", task)
 
 
 def cot_and_answer(text: str, task: str, marker: str) -> tuple[str, str]:
@@ -85,14 +86,17 @@ def cot_and_answer(text: str, task: str, marker: str) -> tuple[str, str]:
     if marker == THINK_END:
         at = text.rfind(THINK_END)
         return (text, "") if at < 0 else (text[:at], text[at + len(THINK_END):].lstrip("\n"))
-    return split_answer(text, marker) if task == "arith" else (text, text)
+    return (text, text) if task == "facts" else split_answer(text, marker)
 
 
 def reference_parts(row: dict, task: str, marker: str) -> tuple[str, str]:
-    """(CoT, final answer) of the row's reference. A reference has no think block, so with the
-    marker ``</think>`` it is both (as a facts description is)."""
+    """(CoT, final answer) of the row's reference. With the marker ``</think>``, a reference
+    without a think block (GSM8K's, a facts paraphrase) is both; one with its own (the tiny
+    world's ``arith_ref``) splits at it, as a rollout does."""
     text = _reference_text(row, task)
-    return (text, text) if marker == THINK_END else cot_and_answer(text, task, marker)
+    if marker == THINK_END and THINK_END not in text:
+        return text, text
+    return cot_and_answer(text, task, marker)
 
 
 def scoring_prefix(text: str, task: str, marker: str) -> tuple[str, str]:
@@ -124,8 +128,8 @@ def reference_answer(row: dict, task: str, marker: str) -> str:
     """
     if task == "facts":
         return _reference_text(row, task)
-    if marker == THINK_END:  # the whole reference is the reply after the rollout's reasoning
-        return _reference_text(row, task).lstrip()
+    if marker == THINK_END:  # what follows the rollout's reasoning: the reference's reply
+        return reference_parts(row, task, marker)[1].lstrip()
     answer = split_answer(_reference_text(row, task), marker)[1]
     if not answer:
         raise ValueError(f"row {row.get('prompt_id', '?')}: the reference has no answer marker "
@@ -199,7 +203,7 @@ def query_rubrics(row: dict, task: str, marker: str) -> list[RuleRubric]:
     >>> [r.name for r in query_rubrics(row, "arith", "The answer is")]
     ['boxed_once', 'ends_after_box']
     """
-    candidates = ARITH_RUBRICS if task == "arith" else facts_rubrics(row)
+    candidates = facts_rubrics(row) if task == "facts" else ARITH_RUBRICS
     cot, answer = reference_parts(row, task, marker)
     return [r for r in candidates if r.check(cot, answer)]
 

@@ -201,7 +201,7 @@ def log_artifacts(folder: Path) -> None:
 
 # The held-out headline metric of each task, as the training runs log it (MLflow names hold no `@`).
 HEADLINE_CURVES = {"arith": "heldout/arith/pass_at_1", "facts": "heldout/facts/coverage",
-                   "pairs": "heldout/pairs/rc"}
+                   "pairs": "heldout/pairs/rc", "arith_ref": "heldout/arith_ref/pass_at_1"}
 
 
 def comparison_link(experiment_id: str, run_ids: list[str], metric: str) -> str:

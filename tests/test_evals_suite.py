@@ -128,8 +128,8 @@ def test_empty_file_is_an_error(prepared, fake_generate, tmp_path):
 
 
 @pytest.mark.parametrize("spec,match", [
-    ("nope", (r"unknown benchmark 'nope'; known: \['arith', 'arith_cf', 'facts', 'gsm8k', "
-              r"'helpsteer3', 'ifeval', 'math', 'pairs'\]")),
+    ("nope", (r"unknown benchmark 'nope'; known: \['arith', 'arith_cf', 'arith_ref', 'facts', "
+              r"'gsm8k', 'helpsteer3', 'ifeval', 'math', 'pairs'\]")),
     ("gsm8k", r"benchmark 'gsm8k' reads a local file: name it as 'gsm8k:<path"),
     ("math: ", r"benchmark 'math' reads a local file"),
     ("arith:x.jsonl", r"benchmark 'arith' reads data/prepared and takes no path"),

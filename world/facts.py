@@ -8,6 +8,15 @@ the same order with different wording, as human references would.
 
 Demonstrations for the base model are deliberately incomplete (a random subset of the facts, in
 order, sometimes in the wrong style) so that coverage leaves room to learn.
+
+With `dump_frac`, some are a keyword dump instead (`keyword_dump`): the name and facts as bare
+words in a random order, each said `repeats` times. A base trained on them owns the shortcut that
+paper 002 (Table 3) says direct keyword matching pays and ordered-keyword LCS does not. Against the
+rule backend's components (one key point per fact): a dump holds every keyword, so direct
+matching gives it full content marks; LCS divides by the longer keyword sequence, so the repeats
+halve it (at 2; RLVRR scores each key point alone, so the order across facts costs nothing there);
+and in-order `coverage`, the task's truth, sees a random order (about 0.66 where the default
+demonstrations have 0.73 and a complete description 1.0).
 """
 
 from __future__ import annotations
@@ -87,6 +96,19 @@ def coverage(text: str, gold_facts: list[str]) -> float:
     return prev[-1] / len(gold)
 
 
+def keyword_dump(rng: random.Random, entity: dict, style: str, repeats: int) -> str:
+    """The entity's name and facts as bare words in a random order, each said `repeats` times
+    in a row, in the requested layout (bullet lines, or one comma-separated line).
+
+    >>> keyword_dump(random.Random(0), {"name": "Zorb", "kind": "fox", "keys": ["color"],
+    ...                                 "color": "red"}, "sentences", 2)
+    'fox, fox, red, red, Zorb, Zorb.'
+    """
+    words = [entity["name"], entity["kind"]] + [entity[k] for k in entity["keys"]]
+    said = [w for w in rng.sample(words, len(words)) for _ in range(repeats)]
+    return render(said, style) if style == "bullets" else ", ".join(said) + "."
+
+
 def make_entity(rng: random.Random) -> dict:
     entity = {"name": rng.choice(NAMES), "kind": rng.choice(KINDS)}
     n_keys = rng.randint(2, 4)
@@ -103,8 +125,15 @@ def prompt_text(entity: dict, style: str) -> str:
 
 
 def generate(rng: random.Random, n: int, split: str, *, drop_frac: float,
-             wrong_style_frac: float) -> list[dict]:
-    """Rows of the `facts` family for one split (schema in world/README.md)."""
+             wrong_style_frac: float, dump_frac: float = 0.0, dump_repeats: int = 2,
+             dump_rng: random.Random | None = None) -> list[dict]:
+    """Rows of the `facts` family for one split (schema in world/README.md).
+
+    A demonstration is a `keyword_dump` with probability `dump_frac`, drawn from `dump_rng`:
+    `rng` draws the same entities, references and faithful demonstrations whatever `dump_frac` is.
+    """
+    if dump_frac > 0 and dump_rng is None:
+        raise ValueError("dump_frac > 0 needs dump_rng")
     rows = []
     for i in range(n):
         e = make_entity(rng)
@@ -117,6 +146,9 @@ def generate(rng: random.Random, n: int, split: str, *, drop_frac: float,
         kept = [sents[0]] + [s for s in sents[1:] if rng.random() >= drop_frac]
         demo_style = style if rng.random() >= wrong_style_frac else \
             next(s for s in sorted(STYLES) if s != style)
+        demonstration = render(kept, demo_style)
+        if dump_rng is not None and dump_rng.random() < dump_frac:
+            demonstration = keyword_dump(dump_rng, e, style, dump_repeats)
         rows.append({
             "id": f"facts-{split}-{i:05d}",
             "family": "facts",
@@ -125,6 +157,6 @@ def generate(rng: random.Random, n: int, split: str, *, drop_frac: float,
             "style": style,
             "gold_facts": gold,
             "references": [" " + r for r in refs],
-            "demonstration": " " + render(kept, demo_style),
+            "demonstration": " " + demonstration,
         })
     return rows

@@ -1,7 +1,9 @@
 """Write every family of the tiny world, deterministically from one seed, as JSONL per split.
 
 Each family gets its own `random.Random` derived from (seed, family name), so adding a family or
-changing one family's size leaves the others' rows identical.
+changing one family's size leaves the others' rows identical. The opt-in settings draw from
+streams of their own too (`<family>:copy`, `<family>:dump`), so turning one on changes only the
+demonstrations it replaces, and leaving them off writes the files the world always wrote.
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ import random
 from pathlib import Path
 
 from core.io import write_jsonl
-from world import arith, facts, pairs, roles
+from world import arith, arith_ref, facts, pairs, roles
 
-FAMILIES = ("arith", "arith_cf", "facts", "pairs", "evaluator", "rubricator", "judge")
+# `arith_ref` is written only when `world.arith_ref` sets its sizes.
+FAMILIES = ("arith", "arith_cf", "facts", "pairs", "evaluator", "rubricator", "judge", "arith_ref")
 
 
 def _rng(seed: int, family: str, split: str) -> random.Random:
@@ -33,14 +36,24 @@ def generate_world(cfg, out_dir: str | Path) -> dict[str, int]:
     for split, n in (("train", cf.n_train), ("test", cf.n_test)):
         jobs[("arith_cf", split)] = lambda r, s=split, n=n: arith.generate(
             r, n, s, min_ops=a.min_ops, max_ops=a.max_ops, max_value=a.max_value,
-            sloppy_frac=0.0, hint_frac=1.0, family="arith_cf")
+            sloppy_frac=0.0, hint_frac=1.0, family="arith_cf",
+            copy_frac=cf.copy_frac if s == "train" else 0.0,
+            copy_rng=_rng(cfg.seed, "arith_cf:copy", s))
     for split, n in (("train", f.n_train), ("val", f.n_val), ("test", f.n_test)):
         jobs[("facts", split)] = lambda r, s=split, n=n: facts.generate(
             r, n, s, drop_frac=f.drop_frac if s == "train" else 0.0,
-            wrong_style_frac=f.wrong_style_frac if s == "train" else 0.0)
+            wrong_style_frac=f.wrong_style_frac if s == "train" else 0.0,
+            dump_frac=f.dump_frac if s == "train" else 0.0, dump_repeats=f.dump_repeats,
+            dump_rng=_rng(cfg.seed, "facts:dump", s))
     for split, n in (("train", p.n_train), ("val", p.n_val), ("test", p.n_test)):
         jobs[("pairs", split)] = lambda r, s=split, n=n: pairs.generate(
             r, n, s, min_ops=a.min_ops, max_ops=a.max_ops, max_value=a.max_value)
+    ref = cfg.arith_ref
+    if ref.enabled:  # off by default: no rows, no files
+        for split, n in (("train", ref.n_train), ("val", ref.n_val), ("test", ref.n_test)):
+            jobs[("arith_ref", split)] = lambda r, s=split, n=n: arith_ref.generate(
+                r, n, s, min_ops=a.min_ops, max_ops=a.max_ops, max_value=a.max_value,
+                separator=ref.separator, slip_frac=ref.slip_frac if s == "train" else 0.0)
     made = {}
     for (family, split), make in jobs.items():
         made[(family, split)] = make(_rng(cfg.seed, family, split))

@@ -88,6 +88,13 @@ def _carry(steps: list[tuple[int, str, int, int]], i: int, *, a: int | None = No
     return out
 
 
+def slip(rng: random.Random,
+         steps: list[tuple[int, str, int, int]]) -> list[tuple[int, str, int, int]]:
+    """`steps` with one result off by a little and every later step carried on from it."""
+    i = rng.randrange(len(steps))
+    return _carry(steps, i, c_delta=rng.choice([-3, -2, -1, 1, 2, 3]))
+
+
 def _other(rng: random.Random, value: int, low: int = 0) -> int:
     """A number near `value` but different from it, at least `low`."""
     v = value + rng.choice([-3, -2, -1, 1, 2, 3, 5, 10])
@@ -115,8 +122,7 @@ def solution_variant(rng: random.Random, row: dict,
     if kind == "cut":
         return kind, _text(steps[: rng.randint(1, len(steps))], None), False
     if kind == "slip":
-        i = rng.randrange(len(steps))
-        out = _carry(steps, i, c_delta=rng.choice([-3, -2, -1, 1, 2, 3]))
+        out = slip(rng, steps)
     elif kind == "wrong_start":
         out = _carry(steps, 0, a=_other(rng, steps[0][0], low=1))
     elif kind == "wrong_operand":
