@@ -13,7 +13,10 @@ variant in `methods`, exactly what its stages depend on:
 - `data/runs/<method>/evaluate.json`: the `eval` settings, the task and completion budget, the
   self-evaluation probe, and the digest of the evaluation code (with the method's extra
   evaluation, if its registry entry has one, and the settings it reads);
-- `data/runs/base/evaluate.json`: the same for the base model (every method's task is scored).
+- `data/runs/base/evaluate.json`: the same for the base model (every method's task is scored);
+- `data/runs/base/build.json`: what `build_base` reads, the seed and `base_model` resolved with the
+  preset (not `judge`, an on-demand stage's, nor `chat`, which only shapes prompts), so adding or
+  editing another preset does not rebuild the base.
 
 `train@M-S` and `evaluate@M-S` depend on their file instead of whole params sections and code
 folders. This stage re-runs on any code or params edit, but it rewrites a file with the same
@@ -116,10 +119,19 @@ def evaluate_config(params: Params, method: str | None) -> dict:
     return config
 
 
+def build_config(params: Params) -> dict:
+    """What `build_base` depends on besides its code files and the prepared data (both DVC deps)."""
+    base = params.base_model
+    return {"seed": params.seed, "path": base.path, "vocab_size": base.vocab_size,
+            "arch": base.arch.model_dump(), "sft": base.sft.model_dump()}
+
+
 def configure(params: Params, out: Path = RUNS) -> dict[str, str]:
-    """Write every run's files under `out`; returns {file: its code digest} for the log."""
+    """Write every run's files under `out`; returns {file: its code digest (build.json: none)}
+    for the log."""
     written: dict[str, str] = {}
-    files = {Path("base") / "evaluate.json": evaluate_config(params, None)}
+    files = {Path("base") / "build.json": build_config(params),
+             Path("base") / "evaluate.json": evaluate_config(params, None)}
     for method in params.methods:
         files[Path(method) / "train.json"] = train_config(params, method)
         files[Path(method) / "evaluate.json"] = evaluate_config(params, method)
@@ -130,7 +142,7 @@ def configure(params: Params, out: Path = RUNS) -> dict[str, str]:
                 stale.unlink()
     for rel, config in files.items():
         write_json(out / rel, config)
-        written[str(rel)] = config["code"]
+        written[str(rel)] = config.get("code", "")
     return written
 
 

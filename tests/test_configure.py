@@ -8,7 +8,7 @@ import yaml
 
 from core.codedeps import closure, code_digest
 from core.params import ROOT, validate
-from flows.configure import configure, evaluate_config, train_config
+from flows.configure import build_config, configure, evaluate_config, train_config
 
 RAW = yaml.safe_load((ROOT / "params.yaml").read_text())
 
@@ -88,6 +88,19 @@ def test_configure_writes_one_file_per_stage_and_drops_stale_ones(tmp_path):
     (tmp_path / "gone").mkdir()
     (tmp_path / "gone" / "train.json").write_text("{}")
     written = configure(params, tmp_path)
-    assert set(written) == {"base/evaluate.json"} | {f"{m}/{k}.json" for m in params.methods
+    assert set(written) == {"base/evaluate.json", "base/build.json"} | {f"{m}/{k}.json" for m in params.methods
                                                      for k in ("train", "evaluate")}
     assert not (tmp_path / "gone" / "train.json").exists()
+
+
+def test_the_base_build_depends_on_its_resolved_settings_not_on_other_presets():
+    before = build_config(validate(copy.deepcopy(RAW)))
+    raw = copy.deepcopy(RAW)
+    raw["presets"]["another"] = {"base_model": {"sft": {"steps": 10}}}  # defined, not selected
+    raw["base_model"]["judge"]["steps"] = 7  # the on-demand judge's
+    assert build_config(validate(raw)) == before
+    raw["preset"] = "another"
+    assert build_config(validate(raw))["sft"]["steps"] == 10
+    raw = copy.deepcopy(RAW)
+    raw["base_model"]["sft"]["roles"]["steps"] = 5
+    assert build_config(validate(raw)) != before
