@@ -138,10 +138,14 @@ def example_mean_nll(logits, labels):
     per example first makes the mix weights the share each family gets (on its own that did not
     teach the tiny evaluator to check the box: docs/results.md, section 1).
     """
-    nll, mask = _nll(logits, labels)
+    return _example_means(*_nll(logits, labels)).mean()
+
+
+def _example_means(nll, mask):
+    """Each example's mean token NLL, for the examples that have a label token."""
     counts = mask.sum(1)
     keep = counts > 0
-    return (nll.sum(1)[keep] / counts[keep]).mean()
+    return nll.sum(1)[keep] / counts[keep]
 
 
 # A forward pass costs about this many tokens' worth of work beyond its tokens (Python and kernel
@@ -197,14 +201,13 @@ def grouped_loss(model, inputs, loss_norm: str, overhead: int = GROUP_OVERHEAD_T
         width = int(lengths[index].max()) if right_padded else ids.shape[1]
         out = model(input_ids=ids[index, :width], attention_mask=mask[index, :width], use_cache=False)
         nll, label_mask = _nll(out.logits, labels[index, :width])
-        counts = label_mask.sum(1)
         if loss_norm == "example":
-            keep = counts > 0
-            total = total + (nll.sum(1)[keep] / counts[keep]).sum()
-            denominator += int(keep.sum())
+            means = _example_means(nll, label_mask)
+            total = total + means.sum()
+            denominator += len(means)
         else:
             total = total + nll.sum()
-            denominator += int(counts.sum())
+            denominator += int(label_mask.sum())
     return total / max(denominator, 1)
 
 
