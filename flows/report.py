@@ -13,12 +13,13 @@ The page (`reports/index.html`) opens with the answer, then the evidence:
 
 1. header: preset, git commit, date, seeds; a "smoke test, not a result" banner when the preset
    or the data is a smoke test of the pipeline (`report_collect.smoke_reasons`);
-2. the papers' claims (`evals/claims.py`): each claim's arms, metric, difference with its 95%
-   bootstrap interval, seeds per arm and verdict (reproduced, not reproduced, inconclusive), and
-   the rule; the same numbers in `reports/claims.json`;
-3. result: per task, the methods trained on it ranked by the task's headline metric (mean ± std
+2. result: per task, the methods trained on it ranked by the task's headline metric (mean ± std
    over seeds, the difference to the base, every seed's value drawn), the best marked ★, the
-   methods within the seeds' spread of it marked ≈;
+   methods within the seeds' spread of it marked ≈: the answer on the first screen;
+3. the papers' claims (`evals/claims.py`), the science section's opening table: each claim's
+   arms, metric, difference with its 95% bootstrap interval, seeds per arm and verdict
+   (reproduced, not reproduced, inconclusive), and the rule; the same numbers in
+   `reports/claims.json`;
 4. held-out curves of each headline metric, every method of the task overlaid (mean over seeds,
    min–max band);
 5. every benchmark's table, the collapse events;
@@ -199,11 +200,11 @@ def table(agg: dict[str, dict]) -> str:
 
 def summary_markdown(agg: dict[str, dict], collected: Collected, smoke: Sequence[str] = (),
                      claims: tuple[list[Verdict], list[str]] | None = None) -> str:
-    """summary.md: the papers' claims, the headline table, one table per benchmark, the collapse
+    """summary.md: the headline table, the papers' claims, one table per benchmark, the collapse
     events and notes (and, first, the smoke-test warning when there is one)."""
     found, claim_notes = claims if claims is not None else verdicts(collected.runs)
-    parts = ["# Reward methods compared", "", claims_markdown(found, claim_notes), "",
-             "## Methods compared", "", table(agg)]
+    parts = ["# Reward methods compared", "", "## Methods compared", "", table(agg), "",
+             claims_markdown(found, claim_notes)]
     if smoke:
         parts[1:1] = ["", f"> **{SMOKE_BANNER}**: {'; '.join(smoke)}."]
     counts = count_keys(collected)
@@ -774,7 +775,7 @@ def html_page(agg: dict[str, dict], collected: Collected, results: list[TaskResu
              "<header><h1>Reward methods compared</h1>"]
     if prov is not None:
         parts.append(provenance_html(prov))
-    parts.append("<nav><a href='#claims'>Claims</a><a href='#result'>Result</a><a href='#curves'>Held-out curves</a>"
+    parts.append("<nav><a href='#result'>Result</a><a href='#claims'>Claims</a><a href='#curves'>Held-out curves</a>"
                  "<a href='#benchmarks'>All benchmarks</a><a href='#collapse'>Collapse events</a>"
                  "<a href='#diagnostics'>Diagnostics</a></nav></header>")
     if collected.notes:
@@ -782,12 +783,6 @@ def html_page(agg: dict[str, dict], collected: Collected, results: list[TaskResu
                      f"{'s' * (len(collected.notes) > 1)} on missing or unreadable files</summary><ul>"
                      + "".join(f"<li>{esc(n)}</li>" for n in collected.notes) + "</ul></details>")
 
-    parts.append("<section id='claims'><h2>The papers' claims</h2>")
-    open_ = sum(v.verdict == INCONCLUSIVE for v in found)
-    parts.append(f"<p class='muted'>Each claim tested on the study's runs ({MIN_SEEDS} seeds per "
-                 f"arm needed); {len(found) - open_} of {len(found)} decided, the others say what "
-                 "is missing.</p>")
-    parts.append(claims_html(found, claim_notes) + "</section>")
     parts.append("<section id='result'><h2>Result: which method won</h2>")
     if results:
         parts.append("<ul class='answer'>" + "".join(f"<li>{_answer_html(line, r)}</li>" for r in results
@@ -804,6 +799,13 @@ def html_page(agg: dict[str, dict], collected: Collected, results: list[TaskResu
     else:
         parts.append("<p>No evaluations found (data/eval/ is empty).</p>")
     parts.append("</section>")
+
+    parts.append("<section id='claims'><h2>The papers' claims</h2>")
+    open_ = sum(v.verdict == INCONCLUSIVE for v in found)
+    parts.append(f"<p class='muted'>Each claim tested on the study's runs ({MIN_SEEDS} seeds per "
+                 f"arm needed); {len(found) - open_} of {len(found)} decided, the others say what "
+                 "is missing.</p>")
+    parts.append(claims_html(found, claim_notes) + "</section>")
 
     headline_keys = [m for res in results for m in res.metrics]
     has_curves = any(r.train or r.heldout for seeds in collected.runs.values() for r in seeds.values())
