@@ -22,11 +22,11 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e ".[dev,embedding]"
 	touch $@
 
-run: setup  ## the embedded default: seed 0 of every method, through the Prefect pipeline
-	$(PY) -m flows.pipeline --seeds 0
+run: setup  ## the embedded default: seed 0 of the seven methods (params pipeline.quick), through the Prefect pipeline
+	$(PY) -m flows.pipeline --quick
 
-study: setup  ## the study of record: every method x every seed (what `dvc repro` runs, in parallel)
-	$(PY) -m flows.pipeline
+study: setup  ## the study of record: every arm of params methods x every seed (what `dvc repro` runs, in parallel)
+	$(PY) -m flows.pipeline $(ARGS)
 
 results: setup  ## the README's results table from the metrics files in git
 	$(PY) -m flows.report --readme README.md

@@ -444,6 +444,13 @@ class Eval(Strict):
     self_eval: SelfEvalProbe
 
 
+class QuickRun(Strict):
+    """`make run` (`python -m flows.pipeline --quick`): a first look, not the study."""
+
+    methods: list[str] = Field(min_length=1)
+    seeds: list[int] = Field(min_length=1)
+
+
 class Pipeline(Strict):
     """How the pipeline flow schedules the DAG (flows/pipeline.py); read by no stage."""
 
@@ -459,6 +466,8 @@ class Pipeline(Strict):
     retries: int = Field(ge=0)
     # A stage still running after this many seconds is killed (and retried).
     stage_timeout_s: int = Field(ge=1)
+    # The stages `--quick` selects: these methods (each also in `methods`) with these seeds.
+    quick: QuickRun
 
 
 class Params(Strict):
@@ -597,6 +606,10 @@ def validate(raw: dict, source: str = "params.yaml", preset: str | None = None) 
         raise ParamsError(_format(e, source)) from None
     for name in [*params.methods, *params.variants]:
         params.resolve(name)  # an unknown method or a bad override fails here, named
+    extra = [m for m in params.pipeline.quick.methods if m not in params.methods]
+    if extra:
+        raise ParamsError(f"{source}: pipeline.quick.methods {extra} are not in `methods` (the "
+                          "quick run picks from the study's stages)")
     _check_arith_ref(params, source)
     return params
 

@@ -297,6 +297,8 @@ def stage_flow(stage: str, rev: str, upstream: list[str] | None = None, force: b
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="the methods and seeds of params "
+                   "pipeline.quick (make run): a first look, not the study")
     p.add_argument("--methods", nargs="+", default=None, help="only these methods (and what they need)")
     p.add_argument("--seeds", nargs="+", type=int, default=None, help="only these seeds")
     p.add_argument("--stages", nargs="+", default=None, help="only these DVC stages (and upstream)")
@@ -306,6 +308,10 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=None, help="CPU threads per stage "
                    "(default: params pipeline.threads_per_stage, else the cores shared by the stages running)")
     args = p.parse_args()
+    if args.quick:
+        quick = load().pipeline.quick
+        args.methods = args.methods or quick.methods
+        args.seeds = args.seeds if args.seeds is not None else quick.seeds
     state = pipeline(methods=args.methods, seeds=args.seeds, stages=args.stages, force=args.force,
                      max_parallel=args.max_parallel, executor=args.executor,
                      threads_per_stage=args.threads, return_state=True)

@@ -279,7 +279,7 @@ def test_a_bad_declaration_fails_at_once() -> None:
 
 # ------------------------------------------------------------------------------ the report
 
-def test_the_report_opens_with_the_claims_and_writes_claims_json(tmp_path) -> None:
+def test_the_report_opens_its_science_with_the_claims_and_writes_claims_json(tmp_path) -> None:
     data = tmp_path / "data"
     t, c = items_world(shift=0.0, noise=0.02)
     for name, table in (("rlme", t), ("rlvr", c)):
@@ -301,7 +301,9 @@ def test_the_report_opens_with_the_claims_and_writes_claims_json(tmp_path) -> No
         "rlme_gt10_long vs rlme_long: arm rlme_gt10_long: 0 seeds of 3; arm rlme_long: 0 seeds of 3; "
         "rlme_gt1_long vs rlme_long: arm rlme_gt1_long: 0 seeds of 3; arm rlme_long: 0 seeds of 3")
     page = (out / "index.html").read_text()
-    assert page.index("<section id='claims'>") < page.index("<section id='result'>")
+    # The answer (which method won) first, then the science opens with the claims.
+    assert page.index("<section id='result'>") < page.index("<section id='claims'>") < page.index(
+        "<section id='curves'>")
     assert "data-claim='rlme_tracks_rlvr'" in page and "Rule: Paired bootstrap" in page
     summary = (out / "summary.md").read_text()
     assert "Per-item files skipped:\n\n- data/eval/rlme/seed0/items.json: arith: `ids`" in summary
