@@ -32,7 +32,7 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from core.params import ROOT, ParamsError, load
+from core.params import ROOT, Params, ParamsError, load
 from tasks import stages as st
 
 # Matrix stages are named `<stage>@<method>-<seed>` by DVC.
@@ -295,6 +295,19 @@ def stage_flow(stage: str, rev: str, upstream: list[str] | None = None, force: b
                                   extra_env=extra_env)
 
 
+def quick_selection(params: Params, methods: list[str] | None,
+                    seeds: list[int] | None) -> tuple[list[str], list[int]]:
+    """`--quick`: params `pipeline.quick` where the command line names nothing; every method must
+    be an arm of the study (`methods`), whose stages the quick run picks from."""
+    quick = params.pipeline.quick
+    chosen = methods or quick.methods
+    extra = [m for m in chosen if m not in params.methods]
+    if extra:
+        raise ParamsError(f"pipeline.quick.methods {extra} are not in `methods` (the quick run "
+                          "picks from the study's stages)")
+    return chosen, seeds if seeds is not None else quick.seeds
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="the methods and seeds of params "
@@ -309,9 +322,7 @@ def main() -> None:
                    "(default: params pipeline.threads_per_stage, else the cores shared by the stages running)")
     args = p.parse_args()
     if args.quick:
-        quick = load().pipeline.quick
-        args.methods = args.methods or quick.methods
-        args.seeds = args.seeds if args.seeds is not None else quick.seeds
+        args.methods, args.seeds = quick_selection(load(), args.methods, args.seeds)
     state = pipeline(methods=args.methods, seeds=args.seeds, stages=args.stages, force=args.force,
                      max_parallel=args.max_parallel, executor=args.executor,
                      threads_per_stage=args.threads, return_state=True)

@@ -104,12 +104,3 @@ def test_params_survive_dvc_exp_run_set_param(tmp_path):
     before, after = load(), load(p)
     assert after.grpo.learning_rate == 1e-4
     assert after.model_copy(update={"grpo": before.grpo}) == before
-
-
-def test_the_quick_run_picks_from_the_study():
-    p = load()
-    assert set(p.pipeline.quick.methods) <= set(p.methods) and p.pipeline.quick.seeds == [0]
-    r = raw()
-    r["pipeline"]["quick"]["methods"] = ["rlvr", "rlme_long"]  # a variant, but not a study arm
-    with pytest.raises(ParamsError, match=r"pipeline\.quick\.methods \['rlme_long'\] are not in `methods`"):
-        validate(r)

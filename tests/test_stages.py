@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from core.params import ROOT, ParamsError
-from flows.pipeline import select
+from core.params import ROOT, ParamsError, load
+from flows.pipeline import quick_selection, select
 from tasks import stages as st
 from tasks.stages import run_command
 
@@ -62,6 +62,16 @@ def test_select_keeps_what_the_chosen_runs_need(graph):
     assert order[-1] == "report"
     assert set(select(graph, stages=["train@rlvr-0"])) == {
         "prepare", "synthesize", "build_base", "configure", "train@rlvr-0"}
+
+
+def test_the_quick_run_picks_from_the_study() -> None:
+    params = load()
+    methods, seeds = quick_selection(params, None, None)
+    assert methods == params.pipeline.quick.methods and set(methods) < set(params.methods)
+    assert seeds == [0]
+    assert quick_selection(params, ["rlme"], [1]) == (["rlme"], [1])  # the command line wins
+    with pytest.raises(ParamsError, match=r"pipeline\.quick\.methods \['rlme_long'\] are not in `methods`"):
+        quick_selection(params, ["rlvr", "rlme_long"], None)  # a variant, not a study arm
 
 
 def test_select_names_unknown_methods_and_stages(graph):
