@@ -29,8 +29,12 @@ inconclusive. A claim whose evidence cannot come from runs yet (`blocked`) is in
 that reason. The expected sizes (`min_effect`, `margin`) are ours: the papers' effects are on
 other benchmarks and models, and each is set below its paper's effect at the tiny world's scale.
 
-To add a claim: append an entry to evals/claims.yaml (arms must be names in params.yaml's `reward` or
-`variants`; tests/test_claims.py checks), and run its arms with 3 seeds through the study.
+An arm is a run name: a method or variant of the default study (params `methods`), or
+`<preset>/<arm>` for an arm of a preset's own study (params `presets.<preset>.methods`, on that
+preset's base: `python -m flows.pipeline --study <preset>` records it in studies/<preset>/).
+
+To add a claim: append an entry to evals/claims.yaml (its arms must be arms of a study;
+tests/test_claims.py checks), and run its arms with 3 seeds through the study.
 """
 
 from __future__ import annotations

@@ -264,7 +264,12 @@ def test_the_declared_claims_name_known_arms_and_benchmarks() -> None:
     assert len(cl.CLAIMS) == 8 and len({c.id for c in cl.CLAIMS}) == 8
     for c in cl.CLAIMS:
         for arm in c.arms:
-            params.method_config(arm)  # raises for a name that is neither a method nor a variant
+            preset, _, name = arm.rpartition("/")
+            study = load(preset=preset) if preset else params
+            study.method_config(name)  # raises for a name that is neither a method nor a variant
+            # An arm a run can decide is an arm of the study that runs it: the default study's
+            # `methods`, or the preset's own (python -m flows.pipeline --study <preset>).
+            assert c.blocked or name in study.methods, (c.id, arm)
         if c.measure == "test" and not c.blocked:
             bench = c.metric.partition("/")[0]
             assert bench in BENCHMARKS, c.id
@@ -298,8 +303,10 @@ def test_the_report_opens_its_science_with_the_claims_and_writes_claims_json(tmp
                                "strings; skipped, its comparisons use seeds only"]
     assert tracks["comparisons"][0]["basis"] == "seeds only (no per-item scores in 1 of 6 runs)"
     assert record["claims"][1]["reason"] == (
-        "rlme_gt10_long vs rlme_long: arm rlme_gt10_long: 0 seeds of 3; arm rlme_long: 0 seeds of 3; "
-        "rlme_gt1_long vs rlme_long: arm rlme_gt1_long: 0 seeds of 3; arm rlme_long: 0 seeds of 3")
+        "weak_evaluator/rlme_gt10_long vs weak_evaluator/rlme_long: arm weak_evaluator/rlme_gt10_long: "
+        "0 seeds of 3; arm weak_evaluator/rlme_long: 0 seeds of 3; weak_evaluator/rlme_gt1_long vs "
+        "weak_evaluator/rlme_long: arm weak_evaluator/rlme_gt1_long: 0 seeds of 3; arm "
+        "weak_evaluator/rlme_long: 0 seeds of 3")
     page = (out / "index.html").read_text()
     # The answer (which method won) first, then the science opens with the claims.
     assert page.index("<section id='result'>") < page.index("<section id='claims'>") < page.index(
