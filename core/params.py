@@ -654,12 +654,17 @@ _Yaml12Loader.add_implicit_resolver(
     list("tTfF"))
 
 
-def load(path: str | Path | None = None, preset: str | None = None) -> Params:
-    """Load params.yaml; `LAB_PRESET` in the environment picks a preset too (CLI flags win)."""
+def read_raw(path: str | Path | None = None):
+    """params.yaml as plain data (YAML 1.2 booleans), before validation."""
     path = Path(path) if path else PARAMS_FILE
     with path.open(encoding="utf-8") as f:
         try:
-            raw = yaml.load(f, Loader=_Yaml12Loader)  # a SafeLoader subclass
+            return yaml.load(f, Loader=_Yaml12Loader)  # a SafeLoader subclass
         except yaml.YAMLError as e:
             raise ParamsError(f"{path}: not valid YAML ({e})") from None
-    return validate(raw, str(path.name), preset or os.environ.get("LAB_PRESET") or None)
+
+
+def load(path: str | Path | None = None, preset: str | None = None) -> Params:
+    """Load params.yaml; `LAB_PRESET` in the environment picks a preset too (CLI flags win)."""
+    path = Path(path) if path else PARAMS_FILE
+    return validate(read_raw(path), str(path.name), preset or os.environ.get("LAB_PRESET") or None)
