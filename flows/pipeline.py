@@ -295,6 +295,54 @@ def stage_flow(stage: str, rev: str, upstream: list[str] | None = None, force: b
                                   extra_env=extra_env)
 
 
+@task(name="study-workspace", task_run_name="{preset}: workspace")
+def prepare_study(preset: str) -> dict:
+    """`.studies/<preset>` at HEAD with the last record laid back in (tasks/studies.py)."""
+    from tasks import studies
+
+    return studies.prepare(preset, ROOT, log=get_run_logger().info)
+
+
+@task(name="study-pipeline", task_run_name="{preset}: pipeline")
+def run_study_pipeline(preset: str, args: list[str]) -> int:
+    """This flow's pipeline in the study's workspace; its exit code."""
+    from tasks import studies
+
+    return studies.run(preset, args, ROOT, log=get_run_logger().info)
+
+
+@task(name="study-record", task_run_name="{preset}: record")
+def record_study(preset: str, study: dict, finished: bool) -> str:
+    """Copy the workspace's results of record into studies/<preset>/, then bring the report
+    stage here up to date (its claims table reads them)."""
+    from tasks import studies
+
+    logger = get_run_logger()
+    rec = studies.record(study, finished, ROOT)
+    logger.info("study %s recorded in %s (%s)", preset, rec.relative_to(ROOT),
+                "finished" if finished else "partial: run it again to resume")
+    st.reproduce_in_place("report", ROOT, log=logger.info)
+    return str(rec)
+
+
+@flow(name="study", log_prints=True)
+def study(preset: str, seeds: list[int] | None = None, force: bool = False,
+          max_parallel: int | None = None, threads_per_stage: int | None = None) -> str:
+    """A preset's own study (its arms on its own base) in `.studies/<preset>`, recorded in
+    `studies/<preset>/` (tasks/studies.py); partial progress is recorded too."""
+    info = prepare_study(preset)
+    args = [f"--{k.replace('_', '-')}={v}" for k, v in (("max_parallel", max_parallel),
+                                                          ("threads", threads_per_stage)) if v]
+    args += ["--seeds", *map(str, seeds)] if seeds else []
+    args += ["--force"] if force else []
+    rc = run_study_pipeline(preset, args)
+    rec = record_study(preset, info, rc == 0)
+    if rc != 0:
+        raise st.StageFailed(f"study {preset}: its pipeline failed (exit {rc}); what finished "
+                             f"is recorded in {rec}")
+    return rec
+
+
 def quick_selection(params: Params, methods: list[str] | None,
                     seeds: list[int] | None) -> tuple[list[str], list[int]]:
     """`--quick`: params `pipeline.quick` where the command line names nothing; every method must
@@ -310,6 +358,9 @@ def quick_selection(params: Params, methods: list[str] | None,
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--study", nargs="+", metavar="PRESET", default=None,
+                   help="run these presets' own studies (presets.<preset>.methods on that "
+                   "preset's base) in .studies/<preset>, recorded in studies/<preset>/")
     p.add_argument("--quick", action="store_true", help="the methods and seeds of params "
                    "pipeline.quick (make run): a first look, not the study")
     p.add_argument("--methods", nargs="+", default=None, help="only these methods (and what they need)")
@@ -321,6 +372,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=None, help="CPU threads per stage "
                    "(default: params pipeline.threads_per_stage, else the cores shared by the stages running)")
     args = p.parse_args()
+    if args.study:
+        raise SystemExit(run_studies(args))
     if args.quick:
         args.methods, args.seeds = quick_selection(load(), args.methods, args.seeds)
     state = pipeline(methods=args.methods, seeds=args.seeds, stages=args.stages, force=args.force,
@@ -331,6 +384,25 @@ def main() -> None:
         print(f"error: {message}", file=sys.stderr)
         raise SystemExit(st.USER_ERROR_EXIT if _user_error(message) or "ParamsError" in (
             state.message or "") else 1)
+
+
+def run_studies(args: argparse.Namespace) -> int:
+    """`--study P [P ...]`: each preset's study in turn (a failed one does not stop the next)."""
+    if args.methods or args.stages or args.quick:
+        print("error: --study runs the preset's own arms (presets.<preset>.methods); "
+              "--methods, --stages and --quick do not apply", file=sys.stderr)
+        return st.USER_ERROR_EXIT
+    failed = []
+    for preset in args.study:
+        state = study(preset, seeds=args.seeds, force=args.force, max_parallel=args.max_parallel,
+                      threads_per_stage=args.threads, return_state=True)
+        if not state.is_completed():
+            message = _exception_text(state.message or state.name)
+            print(f"error: study {preset}: {message}", file=sys.stderr)
+            failed.append((preset, message))
+    if any("ParamsError" in m or "not defined" in m or "names no arms" in m for _, m in failed):
+        return st.USER_ERROR_EXIT
+    return 1 if failed else 0
 
 
 def _user_error(message: str) -> bool:

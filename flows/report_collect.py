@@ -1,7 +1,8 @@
 """What the `report` stage reads and concludes, before any drawing (flows/report.py renders it).
 
 - `collect`: every run's metrics, per-item scores, curves and collapse events found under `data/`
-  (nothing missing is fatal; what is off becomes a note);
+  (nothing missing is fatal; what is off becomes a note); `collect_studies` the same for the
+  presets' own studies recorded under `studies/<preset>/data/` (runs `<preset>/<arm>`);
 - `aggregate`: per method and metric, the mean, population std and number of seeds;
 - `headline`: per task, the methods trained on it ranked by the task's headline metric, the base
   for reference, the best marked and the methods within the seeds' spread of it;
@@ -134,6 +135,21 @@ def collect(data_dir: Path = paths.DATA, order: Sequence[str] = ()) -> Collected
             if run.metrics is not None and not (run.train or run.heldout):
                 notes.append(f"{where}: evaluated but no curves (data/plots/{where}/)")
         runs.setdefault(method, {})[seed] = run
+    return Collected(runs, notes)
+
+
+def collect_studies(studies_dir: Path) -> Collected:
+    """The presets' own studies recorded in `studies_dir/<preset>/data` (tasks/studies.py), read
+    like `data/`: runs named `<preset>/<arm>` (and `<preset>/base`, its base), as
+    evals/claims.yaml names them. They have other bases, so the report's headline ranking leaves
+    them out; the claims and the collapse alarms read them."""
+    runs: dict[str, dict[int | None, RunData]] = {}
+    notes: list[str] = []
+    for data in sorted(Path(studies_dir).glob("*/data")):
+        preset = data.parent.name
+        found = collect(data)
+        runs.update({f"{preset}/{method}": seeds for method, seeds in found.runs.items()})
+        notes += [f"study {preset}: {note}" for note in found.notes]
     return Collected(runs, notes)
 
 

@@ -1,0 +1,138 @@
+"""A preset's own study (tasks/studies.py): its workspace is a git worktree of HEAD that selects the
+preset and its arms, the last record is laid back in when it resumes, and only the study's results
+of record are copied into studies/<preset>/. The pipeline itself is not run here (the slow suite
+runs a study end to end: tests/test_orchestration.py)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from core.params import ROOT, ParamsError, read_raw
+from flows.report_collect import collect_studies
+from tasks import studies
+from tasks.stages import StageFailed
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=root,
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def write(path: Path, obj) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj), encoding="utf-8")
+
+
+@pytest.fixture()
+def repo(tmp_path) -> Path:
+    """A repository with the real params.yaml and the default study's tracked results."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    shutil.copy(ROOT / "params.yaml", root / "params.yaml")
+    shutil.copy(ROOT / ".gitignore", root / ".gitignore")
+    (root / "code.py").write_text("x = 1\n")
+    (root / "dvc.lock").write_text("schema: '2.0'\nstages: {default: {}}\n")
+    write(root / "data" / "eval" / "rlvr" / "seed0" / "metrics.json", {"arith/pass@1": 0.8})
+    write(root / "data" / "phase1_marker.json", {})
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-f", ".")
+    git(root, "commit", "-qm", "start")
+    return root
+
+
+def test_the_workspace_selects_the_preset_and_drops_the_default_results(repo) -> None:
+    info = studies.prepare("hint_copier", repo, log=lambda _: None)
+    ws = repo / ".studies" / "hint_copier"
+    assert info == {"preset": "hint_copier", "methods": ["rlme", "rlme_nocheat"], "seeds": [0, 1, 2],
+                    "commit": git(repo, "rev-parse", "HEAD")}
+    assert git(ws, "rev-parse", "HEAD") == info["commit"]
+    raw = read_raw(ws / "params.yaml")
+    assert raw["preset"] == "hint_copier" and raw["methods"] == ["rlme", "rlme_nocheat"]
+    assert raw["presets"] == read_raw(repo / "params.yaml")["presets"]  # the rest as committed
+    assert raw["reward"]["rlme"]["questions"][0]["target"] == "YES"  # a string, not YAML 1.1's true
+    # The default study's results of record are not this study's: DVC must not take them as done.
+    assert not (ws / "dvc.lock").exists() and not (ws / "data" / "eval").exists()
+    assert (ws / "code.py").read_text() == "x = 1\n"
+    # The worktree is ignored by the repository's git (and the record is not).
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_the_record_keeps_the_arms_and_a_resumed_study_gets_it_back(repo) -> None:
+    info = studies.prepare("hint_copier", repo, log=lambda _: None)
+    ws = studies.workspace("hint_copier", repo)
+    (ws / "dvc.lock").write_text("schema: '2.0'\nstages: {study: {}}\n")
+    write(ws / "data" / "base_model_info.json", {"parameters": 7})
+    write(ws / "data" / "eval" / "base" / "metrics.json", {"arith/pass@1": 0.3})
+    for seed in (0, 1):
+        write(ws / "data" / "eval" / "rlme" / f"seed{seed}" / "metrics.json", {"arith_cf/cheat_rate": 0.1})
+        write(ws / "data" / "eval" / "rlme" / f"seed{seed}" / "items.json", {})
+        write(ws / "data" / "plots" / "rlme" / f"seed{seed}" / "heldout.json", [{"step": 0}])
+    write(ws / "data" / "eval" / "rlvr" / "seed0" / "metrics.json", {"stale": 1})  # not an arm
+    write(ws / "data" / "eval" / "rlme" / "seed0" / "notes.json", {})              # not a result
+    rec = studies.record(info, finished=False, root=repo)
+
+    assert rec == repo / "studies" / "hint_copier"
+    files = sorted(str(p.relative_to(rec)) for p in rec.rglob("*") if p.is_file())
+    assert files == ["data/base_model_info.json", "data/eval/base/metrics.json",
+                     "data/eval/rlme/seed0/items.json", "data/eval/rlme/seed0/metrics.json",
+                     "data/eval/rlme/seed1/items.json", "data/eval/rlme/seed1/metrics.json",
+                     "data/plots/rlme/seed0/heldout.json", "data/plots/rlme/seed1/heldout.json",
+                     "dvc.lock", "study.json"]
+    assert json.loads((rec / "study.json").read_text()) == {**info, "finished": False}
+    assert studies.recorded(repo) == {"hint_copier": {**info, "finished": False}}
+    # The record is what git keeps.
+    assert "studies/hint_copier/dvc.lock" in git(repo, "status", "--porcelain", "-uall")
+
+    # The report reads it as runs named <preset>/<arm>.
+    found = collect_studies(repo / "studies")
+    assert sorted(found.runs) == ["hint_copier/base", "hint_copier/rlme"]
+    assert sorted(found.runs["hint_copier/rlme"]) == [0, 1]
+    assert found.runs["hint_copier/rlme"][0].metrics == {"arith_cf/cheat_rate": 0.1}
+
+    # A new commit, then the study resumes: the worktree moves to it and the record comes back.
+    (repo / "code.py").write_text("x = 2\n")
+    git(repo, "commit", "-qam", "change")
+    shutil.rmtree(ws / "data" / "eval")
+    again = studies.prepare("hint_copier", repo, log=lambda _: None)
+    assert again["commit"] == git(repo, "rev-parse", "HEAD") != info["commit"]
+    assert (ws / "code.py").read_text() == "x = 2\n"
+    assert (ws / "dvc.lock").read_text() == "schema: '2.0'\nstages: {study: {}}\n"
+    assert json.loads((ws / "data" / "eval" / "rlme" / "seed1" / "metrics.json").read_text()) == {
+        "arith_cf/cheat_rate": 0.1}
+    assert not (ws / "data" / "eval" / "rlvr").exists()  # neither the default study's results
+
+
+def test_uncommitted_code_and_presets_without_arms_are_refused(repo) -> None:
+    (repo / "code.py").write_text("x = 3\n")  # the workspace would not run this edit
+    with pytest.raises(StageFailed, match="code.py"):
+        studies.prepare("hint_copier", repo, log=lambda _: None)
+    git(repo, "checkout", "-q", "code.py")
+    with pytest.raises(ParamsError, match=r"preset 'nope' is not defined; presets with a study: "
+                                          r"\['cot_reference', 'hint_copier', 'keyword_dump', 'weak_evaluator'\]"):
+        studies.prepare("nope", repo, log=lambda _: None)
+    with pytest.raises(ParamsError, match=r"preset 'ci' names no arms: set presets\.ci\.methods"):
+        studies.prepare("ci", repo, log=lambda _: None)
+    assert not (repo / ".studies").exists()
+
+
+def test_a_stray_folder_in_the_workspace_place_is_not_overwritten(repo) -> None:
+    stray = studies.workspace("hint_copier", repo)
+    stray.mkdir(parents=True)
+    (stray / "keep.txt").write_text("mine")
+    with pytest.raises(ParamsError, match="not a git worktree"):
+        studies.prepare("hint_copier", repo, log=lambda _: None)
+    assert (stray / "keep.txt").read_text() == "mine"
+
+
+def test_every_claim_setting_preset_names_a_study() -> None:
+    """The presets the claims compare arms on are the ones with a study of their own."""
+    from evals.claims import CLAIMS
+
+    presets = {arm.split("/")[0] for c in CLAIMS for arm in c.arms if "/" in arm}
+    with_study = {name for name, body in (read_raw()["presets"]).items() if body.get("methods")}
+    assert presets and presets <= with_study
