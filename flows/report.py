@@ -22,7 +22,9 @@ The page (`reports/index.html`) opens with the answer, then the evidence:
    `reports/claims.json`;
 4. held-out curves of each headline metric, every method of the task overlaid (mean over seeds,
    min–max band);
-5. every benchmark's table, the collapse events;
+5. every benchmark's table, the collapse events, and how often the collapse alarms are right
+   (`flows/alarms.py`: each run labelled collapsed or healthy in hindsight, three online alarms
+   scored against the labels; the same numbers in `reports/alarms.json`);
 6. diagnostics: each method's training reward on its own axis (the rewards are on incompatible
    scales: RLME's is a log-probability), the other training and held-out curves overlaid.
 
@@ -30,8 +32,8 @@ Methods are discovered from those folders (any name, not only `params.methods`),
 by hand shows up too. Nothing missing is fatal: a method with an evaluation but no curves gets a
 table row and no line, a run with curves but no evaluation gets lines, an unreadable file is
 named in the page's notes. Writes `reports/index.html` (self-contained: the charts are inline SVG,
-no script or font from a CDN), `reports/summary.md`, `reports/metrics.json`, `reports/claims.json`
-and `reports/headline.json`, and logs the folder to an MLflow run (tag `stage=report`).
+no script or font from a CDN), `reports/summary.md`, `reports/metrics.json`, `reports/claims.json`,
+`reports/alarms.json` and `reports/headline.json`, and logs the folder to an MLflow run (tag `stage=report`).
 
 Why inline SVG rather than matplotlib PNGs: vector charts stay sharp, the collapse markers and
 points carry native tooltips (`<title>`), and the page needs no plotting library.
@@ -63,6 +65,7 @@ from evals.claims import (
     claims_json,
     verdicts,
 )
+from flows import alarms as alarms_
 from flows.report_collect import (  # noqa: F401 - re-exported: the stage's reading half
     OTHER,
     SMOKE_MAX_STEPS,
@@ -77,6 +80,7 @@ from flows.report_collect import (  # noqa: F401 - re-exported: the stage's read
     aggregate,
     benchmark_of,
     collect,
+    collect_studies,
     count_keys,
     discover,
     headline,
@@ -86,6 +90,7 @@ from flows.report_collect import (  # noqa: F401 - re-exported: the stage's read
     run_task,
     smoke_reasons,
 )
+from models.collapse import CollapseConfig
 
 # Columns of the headline table printed by the CLI and at the top of summary.md.
 HEADLINE = ["arith/pass@1", "arith/greedy_accuracy", "arith/pass@k", "arith/mean_length",
@@ -199,9 +204,11 @@ def table(agg: dict[str, dict]) -> str:
 
 
 def summary_markdown(agg: dict[str, dict], collected: Collected, smoke: Sequence[str] = (),
-                     claims: tuple[list[Verdict], list[str]] | None = None) -> str:
+                     claims: tuple[list[Verdict], list[str]] | None = None,
+                     alarms: dict | None = None) -> str:
     """summary.md: the headline table, the papers' claims, one table per benchmark, the collapse
-    events and notes (and, first, the smoke-test warning when there is one)."""
+    events, the collapse alarms' error rates and notes (and, first, the smoke-test warning when
+    there is one)."""
     found, claim_notes = claims if claims is not None else verdicts(collected.runs)
     parts = ["# Reward methods compared", "", "## Methods compared", "", table(agg), "",
              claims_markdown(found, claim_notes)]
@@ -215,6 +222,8 @@ def summary_markdown(agg: dict[str, dict], collected: Collected, smoke: Sequence
     if events:
         parts += ["", "## Collapse events", "", _markdown(["method", "seed", "step", "kind", "message"],
                                                           events)]
+    alarms = alarms if alarms is not None else alarms_.score(collected, _collapse_config(None))
+    parts += ["", "## Collapse alarms: how often they are right", "", alarms_.markdown(alarms)]
     if collected.notes:
         parts += ["", "## Notes", "", *(f"- {n}" for n in collected.notes)]
     return "\n".join(parts) + "\n"
@@ -318,6 +327,11 @@ def update_readme(readme: Path, text: str) -> None:
         raise LookupError(f"{readme} has no results section: add the lines {README_BEGIN} and "
                           f"{README_END} where the table goes")
     Path(readme).write_text(f"{head}{README_BEGIN}\n{text}\n{README_END}{tail}", encoding="utf-8")
+
+
+def _collapse_config(params: Params | None) -> CollapseConfig:
+    """The params' `collapse` thresholds, as flows/train.py builds them (params.yaml's if None)."""
+    return CollapseConfig(**(params if params is not None else load()).collapse.model_dump())
 
 
 def _event_rows(collected: Collected) -> list[list[str]]:
@@ -761,7 +775,8 @@ def _legend(collected: Collected, colors: dict[str, int]) -> str:
 
 def html_page(agg: dict[str, dict], collected: Collected, results: list[TaskResult] | None = None,
               prov: Provenance | None = None,
-              claims: tuple[list[Verdict], list[str]] | None = None) -> str:
+              claims: tuple[list[Verdict], list[str]] | None = None,
+              alarms: dict | None = None) -> str:
     """The whole report as one self-contained HTML document: the answer first, then the evidence."""
     esc = html.escape
     results = results if results is not None else headline(collected, agg, paths.DATA)
@@ -777,7 +792,7 @@ def html_page(agg: dict[str, dict], collected: Collected, results: list[TaskResu
         parts.append(provenance_html(prov))
     parts.append("<nav><a href='#result'>Result</a><a href='#claims'>Claims</a><a href='#curves'>Held-out curves</a>"
                  "<a href='#benchmarks'>All benchmarks</a><a href='#collapse'>Collapse events</a>"
-                 "<a href='#diagnostics'>Diagnostics</a></nav></header>")
+                 "<a href='#alarms'>Collapse alarms</a><a href='#diagnostics'>Diagnostics</a></nav></header>")
     if collected.notes:
         parts.append(f"<details class='notes'><summary>{len(collected.notes)} note"
                      f"{'s' * (len(collected.notes) > 1)} on missing or unreadable files</summary><ul>"
@@ -837,6 +852,13 @@ def html_page(agg: dict[str, dict], collected: Collected, results: list[TaskResu
     parts.append(html_table(["method", "seed", "step", "kind", "message"], events, css="text") if events
                  else "<p>None detected.</p>")
     parts.append("</section>")
+    alarms = alarms if alarms is not None else alarms_.score(collected, _collapse_config(None))
+    parts.append("<section id='alarms'><h2>Collapse alarms: how often they are right</h2>"
+                 "<p class='muted'>Each run labelled collapsed or healthy in hindsight from its whole "
+                 "held-out curve, then three online alarms scored against the labels: false alarms "
+                 "on healthy runs, misses on collapsed runs, and how many steps from the onset a "
+                 "hit came (negative: before it).</p>")
+    parts.append(alarms_.html_section(alarms) + "</section>")
 
     parts.append("<section id='diagnostics'><h2>Diagnostics</h2>")
     if has_curves:
@@ -912,12 +934,15 @@ def headline_json(results: list[TaskResult]) -> dict[str, dict[str, float]]:
 
 
 def build(out_dir: Path = paths.REPORTS, data_dir: Path = paths.DATA, order: Sequence[str] = (),
-          params: Params | None = None, now: datetime | None = None) -> dict[str, dict]:
-    """Write index.html, summary.md, metrics.json, headline.json and claims.json into `out_dir`;
-    returns the aggregate.
+          params: Params | None = None, now: datetime | None = None,
+          collapse: CollapseConfig | None = None) -> dict[str, dict]:
+    """Write index.html, summary.md, metrics.json, headline.json, claims.json and alarms.json into
+    `out_dir`; returns the aggregate.
 
     `params` (the stage's) gives the header its preset and planned seeds and the smoke-test check
     its preset; without them the header says the preset is unknown and only the data is checked.
+    `collapse` (the alarms' lab detector thresholds) defaults to the params' `collapse`, or
+    params.yaml's without params.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -925,18 +950,27 @@ def build(out_dir: Path = paths.REPORTS, data_dir: Path = paths.DATA, order: Seq
     agg = aggregate(collected)
     results = headline(collected, agg, Path(data_dir), params)
     prov = provenance(params, collected, Path(data_dir), now)
-    claims = verdicts(collected.runs)
-    (out_dir / "summary.md").write_text(summary_markdown(agg, collected, prov.smoke, claims),
+    # The presets' own studies (studies/<preset>/, tasks/studies.py) stand on other bases: the
+    # claims and the alarms read them as <preset>/<arm> runs, the headline ranking does not.
+    studies = collect_studies(Path(data_dir).parent / "studies")
+    collected.notes.extend(studies.notes)
+    every = Collected({**collected.runs, **studies.runs}, collected.notes)
+    claims = verdicts(every.runs)
+    alarms = alarms_.score(every, collapse if collapse is not None else _collapse_config(params))
+    (out_dir / "summary.md").write_text(summary_markdown(agg, collected, prov.smoke, claims, alarms),
                                         encoding="utf-8")
     write_json(out_dir / "metrics.json", agg)
     write_json(out_dir / "headline.json", headline_json(results))
     write_json(out_dir / "claims.json", claims_json(*claims))
-    (out_dir / "index.html").write_text(html_page(agg, collected, results, prov, claims),
+    write_json(out_dir / "alarms.json", alarms)
+    (out_dir / "index.html").write_text(html_page(agg, collected, results, prov, claims, alarms),
                                         encoding="utf-8")
     for note in collected.notes + [f"claims: {n}" for n in claims[1]]:
         print(f"report: {note}")
     for v in claims[0]:
         print(f"report: claim {v.claim.id}: {v.verdict} ({v.reason})")
+    for name, cells in zip(alarms_.ALARMS, alarms_.summary_rows(alarms)):
+        print(f"report: alarm {name}: " + "; ".join(f"{h} {c}" for h, c in zip(alarms_.HEADER[1:], cells[1:])))
     for line in answer_lines(results):
         print(f"report: {line}")
     if prov.smoke:

@@ -305,7 +305,7 @@ def test_the_report_opens_with_the_headline_table_and_the_best_marked(tmp_path) 
     out = tmp_path / "reports"
     rep.build(out, data, order=["rlvr", "random"], now=NOW)
     page = (out / "index.html").read_text()
-    assert sections(page) == ["result", "claims", "curves", "benchmarks", "collapse", "diagnostics"]
+    assert sections(page) == ["result", "claims", "curves", "benchmarks", "collapse", "alarms", "diagnostics"]
     head, _, _ = page.partition("<section id='curves'>")
     assert "<svg class=\"chart\"" not in head  # no chart before the answer
     # The answer first (issue: the first screen says which method won), then the science section
