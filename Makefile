@@ -10,7 +10,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PREFECT_HOME ?= $(abspath .prefect)
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
 
-.PHONY: setup run study results test test-slow ci mlflow-ui prefect-server prefect-worker prefect-deploy clean
+.PHONY: setup run study studies results test test-slow ci mlflow-ui prefect-server prefect-worker prefect-deploy clean
 
 setup: $(VENV)/.installed
 
@@ -27,6 +27,9 @@ run: setup  ## the embedded default: seed 0 of the seven methods (params pipelin
 
 study: setup  ## the study of record: every arm of params methods x every seed (what `dvc repro` runs, in parallel)
 	$(PY) -m flows.pipeline $(ARGS)
+
+studies: setup  ## every claim setting's own study (presets that name arms), each on its own base
+	$(PY) -m flows.pipeline --study all $(ARGS)
 
 results: setup  ## the README's results table from the metrics files in git
 	$(PY) -m flows.report --readme README.md

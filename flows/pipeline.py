@@ -360,7 +360,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--study", nargs="+", metavar="PRESET", default=None,
                    help="run these presets' own studies (presets.<preset>.methods on that "
-                   "preset's base) in .studies/<preset>, recorded in studies/<preset>/")
+                   "preset's base) in .studies/<preset>, recorded in studies/<preset>/; "
+                   "`all`: every preset that names arms")
     p.add_argument("--quick", action="store_true", help="the methods and seeds of params "
                    "pipeline.quick (make run): a first look, not the study")
     p.add_argument("--methods", nargs="+", default=None, help="only these methods (and what they need)")
@@ -392,8 +393,10 @@ def run_studies(args: argparse.Namespace) -> int:
         print("error: --study runs the preset's own arms (presets.<preset>.methods); "
               "--methods, --stages and --quick do not apply", file=sys.stderr)
         return st.USER_ERROR_EXIT
+    from tasks.studies import study_presets
+
     failed = []
-    for preset in args.study:
+    for preset in study_presets(ROOT) if args.study == ["all"] else args.study:
         state = study(preset, seeds=args.seeds, force=args.force, max_parallel=args.max_parallel,
                       threads_per_stage=args.threads, return_state=True)
         if not state.is_completed():

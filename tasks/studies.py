@@ -48,15 +48,20 @@ def record_dir(preset: str, root: Path = ROOT) -> Path:
     return root / RECORDS / preset
 
 
+def study_presets(root: Path = ROOT) -> list[str]:
+    """The presets that name arms of their own (`presets.<preset>.methods`): the claim settings."""
+    presets = read_raw(root / "params.yaml").get("presets") or {}
+    return sorted(k for k, v in presets.items() if isinstance(v, dict) and v.get("methods"))
+
+
 def study_arms(preset: str, root: Path = ROOT) -> tuple[list[str], list[int]]:
     """The preset's arms (`presets.<preset>.methods`) and the study's seeds; a preset that names
     no arms of its own is refused (its study would be the default one, on another base)."""
     raw = read_raw(root / "params.yaml")
     own = (raw.get("presets") or {}).get(preset)
     if not isinstance(own, dict):
-        known = sorted(k for k, v in (raw.get("presets") or {}).items()
-                       if isinstance(v, dict) and v.get("methods"))
-        raise ParamsError(f"preset {preset!r} is not defined; presets with a study: {known}")
+        raise ParamsError(f"preset {preset!r} is not defined; presets with a study: "
+                          f"{study_presets(root)}")
     if not own.get("methods"):
         raise ParamsError(f"preset {preset!r} names no arms: set presets.{preset}.methods to run "
                           "its study")

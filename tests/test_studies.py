@@ -136,3 +136,43 @@ def test_every_claim_setting_preset_names_a_study() -> None:
     presets = {arm.split("/")[0] for c in CLAIMS for arm in c.arms if "/" in arm}
     with_study = {name for name, body in (read_raw()["presets"]).items() if body.get("methods")}
     assert presets and presets <= with_study
+
+
+@pytest.mark.slow
+def test_a_preset_study_runs_through_the_pipeline_and_resumes(tmp_path) -> None:
+    """`python -m flows.pipeline --study` in a clone: a micro preset with one arm builds its own
+    base and trains it in .studies/, the record lands in studies/, and a second call finds every
+    stage up to date."""
+    import sys
+
+    import yaml
+
+    from tests.test_orchestration import make_clone, sh
+
+    d = tmp_path / "repo"
+    env = make_clone(d)
+    raw = yaml.safe_load((d / "params.yaml").read_text())
+    raw["presets"]["ci_study"] = {**raw["presets"]["ci"], "methods": ["rlvr"]}
+    (d / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    sh("git commit -qam 'a study preset'", d, env)
+    cmd = [sys.executable, "-m", "flows.pipeline", "--study", "ci_study"]
+    out = sh(cmd, d, env, timeout=1200)
+    rec = d / "studies" / "ci_study"
+    study = json.loads((rec / "study.json").read_text())
+    assert study["methods"] == ["rlvr"] and study["seeds"] == [0] and study["finished"] is True
+    metrics = json.loads((rec / "data" / "eval" / "rlvr" / "seed0" / "metrics.json").read_text())
+    assert 0.0 <= metrics["arith/pass@1"] <= 1.0
+    assert (rec / "data" / "eval" / "base" / "metrics.json").exists()
+    lock = yaml.safe_load((rec / "dvc.lock").read_text())["stages"]
+    assert {"build_base", "train@rlvr-0", "evaluate@rlvr-0"} <= set(lock)
+    assert not (d / "data" / "base_model").exists()  # the default study's base was never built
+    # What git sees: the record, not the workspace.
+    status = sh("git status --porcelain -uall", d, env)
+    assert "studies/ci_study/study.json" in status and ".studies/" not in status
+    # The report here was brought up to date and reads the study's runs.
+    assert "report" in yaml.safe_load((d / "dvc.lock").read_text())["stages"]
+    # Resuming: nothing left to run, and the record is the same.
+    again = sh(cmd, d, env, timeout=600)
+    assert "train@rlvr-0: up to date" in again, again[-3000:]
+    assert json.loads((rec / "study.json").read_text())["finished"] is True
+    assert "study ci_study recorded in studies/ci_study (finished)" in out + again
