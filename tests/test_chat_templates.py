@@ -367,13 +367,13 @@ def test_gpu_presets_validate_and_split_into_whole_groups(preset, ranks):
     p = load(preset=preset)
     assert p.base_model.path.startswith("/models/Qwen3-") and p.data.source == "external"
     assert p.method_config("dro")[1].answer_marker == END_THINK
-    for method in p.methods:
-        g = p.method_grpo(method)
-        world = 8 if method == "rlcer" and ranks == 4 else ranks  # RLCER trains on all 8 GPUs
-        assert g.use_vllm == (method != "rlcer")
+    for method in p.methods:  # the study's arms: the seven methods and variants of them
+        g, family = p.method_grpo(method), p.method_config(method)[0]
+        world = 8 if family == "rlcer" and ranks == 4 else ranks  # RLCER trains on all 8 GPUs
+        assert g.use_vllm == (family != "rlcer")
         assert g.prompts_per_step % g.gradient_accumulation_steps == 0, method
         assert per_device_prompts(g.prompts_per_step // g.gradient_accumulation_steps, world) >= 1
-        assert (g.enable_thinking is True) == (method in ("dro", "rlcer", "rationale")), method
+        assert (g.enable_thinking is True) == (family in ("dro", "rlcer", "rationale")), method
 
 
 # --- evaluation ---------------------------------------------------------------------------------

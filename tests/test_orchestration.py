@@ -245,11 +245,13 @@ def test_prefect_server_deployment_run(clone, tmp_path):
             r = subprocess.run([str(BIN / "prefect"), "deployment", "ls"], cwd=d, env=e,
                                capture_output=True, text=True, timeout=60)
             out = r.stdout
-            if "pipeline/nightly" in out and "pipeline/on-demand" in out and "train/train" in out:
+            if all(name in out for name in ("pipeline/nightly", "pipeline/on-demand", "train/train",
+                                            "study/on-demand")):
                 break
             import time
             time.sleep(3)
         assert "pipeline/nightly" in out, out + (logs / "worker.log").read_text()[-2000:]
+        assert "study/on-demand" in out, out  # a preset's own study (flows.pipeline.study)
         run = sh([str(BIN / "prefect"), "deployment", "run", "pipeline/on-demand", "--watch",
                   "--watch-timeout", "600"], d, e, timeout=700)
         assert "Completed" in run, run + (logs / "worker.log").read_text()[-3000:]
