@@ -51,7 +51,6 @@ other), so their agreement is partly by construction; alarm 2 reads only the tra
 
 from __future__ import annotations
 
-import html
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -377,45 +376,21 @@ def summary_rows(record: Mapping) -> list[list[str]]:
     return out
 
 
-def _counts(record: Mapping) -> str:
+def counts(record: Mapping) -> str:
+    """`21 runs labelled (1 collapsed, 20 healthy), 0 skipped`."""
     rows = record["runs"]
     collapsed = sum(r["label"] == COLLAPSED for r in rows)
     return (f"{len(rows)} runs labelled ({collapsed} collapsed, {len(rows) - collapsed} healthy), "
             f"{len(record['skipped'])} skipped")
 
 
-def markdown(record: Mapping) -> str:
-    """The summary table (markdown), the label rule and the counts."""
-    lines = ["| " + " | ".join(HEADER) + " |", "|---" * len(HEADER) + "|"]
-    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in summary_rows(record)]
-    lines += ["", f"{_counts(record)}. Label: {record['rules']['label']} Delay: alarm step − onset "
-              f"step (negative: before the onset). Rules: reports/alarms.json, flows/alarms.py."]
-    return "\n".join(lines)
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], css: str) -> str:
-    esc = html.escape
-    head = "".join(f"<th>{esc(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table class='{css}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def html_section(record: Mapping) -> str:
-    """The section's body: the summary table, the rules, then one row per run (folded)."""
-    esc = html.escape
-    rules = record["rules"]
-    parts = [_table(HEADER, summary_rows(record), "alarms numbers"),
-             f"<p class='muted'>{esc(_counts(record))}. Label: {esc(rules['label'])}</p><ul class='muted'>"
-             + "".join(f"<li><b>{esc(TITLES[a])}</b>: {esc(rules[a])}</li>" for a in ALARMS)
-             + f"</ul><p class='muted'>{esc(rules['scoring'])} {esc(rules['caveat'])}</p>"]
-    per_run = [[r["method"], str(r["seed"]), r["metric"], f"{r['peak']:.3f} @ {r['peak_step']}",
-                f"{r['final']:.3f}", r["label"], "—" if r["onset"] is None else str(r["onset"]),
-                *("n/a" if a in r["not_scored"] else "—" if r["alarms"][a] is None
-                  else str(r["alarms"][a]) for a in ALARMS)] for r in record["runs"]]
-    header = ["method", "seed", "metric", "peak @ step", "final", "label", "onset",
+RUN_HEADER = ["method", "seed", "metric", "peak @ step", "final", "label", "onset",
               *(f"{TITLES[a]} step" for a in ALARMS)]
-    parts.append(f"<details><summary>Per run ({len(per_run)})</summary><h3>Alarms per run</h3>"
-                 + _table(header, per_run, "alarms-runs numbers") + "</details>")
-    if record["notes"]:
-        parts.append("<p class='notes'>" + "; ".join(esc(n) for n in record["notes"]) + "</p>")
-    return "".join(parts)
+
+
+def run_rows(record: Mapping) -> list[list[str]]:
+    """The per-run table's cells (RUN_HEADER): the label, and each alarm's step (n/a: not scored)."""
+    return [[r["method"], str(r["seed"]), r["metric"], f"{r['peak']:.3f} @ {r['peak_step']}",
+             f"{r['final']:.3f}", r["label"], "—" if r["onset"] is None else str(r["onset"]),
+             *("n/a" if a in r["not_scored"] else "—" if r["alarms"][a] is None
+               else str(r["alarms"][a]) for a in ALARMS)] for r in record["runs"]]

@@ -223,7 +223,7 @@ def summary_markdown(agg: dict[str, dict], collected: Collected, smoke: Sequence
         parts += ["", "## Collapse events", "", _markdown(["method", "seed", "step", "kind", "message"],
                                                           events)]
     alarms = alarms if alarms is not None else alarms_.score(collected, _collapse_config(None))
-    parts += ["", "## Collapse alarms: how often they are right", "", alarms_.markdown(alarms)]
+    parts += ["", "## Collapse alarms: how often they are right", "", alarms_markdown(alarms)]
     if collected.notes:
         parts += ["", "## Notes", "", *(f"- {n}" for n in collected.notes)]
     return "\n".join(parts) + "\n"
@@ -654,6 +654,32 @@ def html_table(header: list[str], rows: list[list[str]], css: str = "numbers") -
     return f"<table class='{css}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def alarms_markdown(record: dict) -> str:
+    """The collapse alarms' summary table (flows/alarms.py), the label rule and the counts."""
+    rows = [[c.replace("|", "\\|") for c in r] for r in alarms_.summary_rows(record)]
+    return "\n".join([_markdown(alarms_.HEADER, rows), "",
+                      f"{alarms_.counts(record)}. Label: {record['rules']['label']} Delay: alarm "
+                      "step − onset step (negative: before the onset). Rules: reports/alarms.json, "
+                      "flows/alarms.py."])
+
+
+def alarms_html(record: dict) -> str:
+    """The alarms section's body: the summary table, the rules, one row per run (folded)."""
+    esc = html.escape
+    rules = record["rules"]
+    per_run = alarms_.run_rows(record)
+    parts = [html_table(alarms_.HEADER, alarms_.summary_rows(record), "alarms numbers"),
+             f"<p class='muted'>{esc(alarms_.counts(record))}. Label: {esc(rules['label'])}</p>"
+             "<ul class='muted'>" + "".join(f"<li><b>{esc(alarms_.TITLES[a])}</b>: {esc(rules[a])}</li>"
+                                           for a in alarms_.ALARMS)
+             + f"</ul><p class='muted'>{esc(rules['scoring'])} {esc(rules['caveat'])}</p>",
+             f"<details><summary>Per run ({len(per_run)})</summary><h3>Alarms per run</h3>"
+             + html_table(alarms_.RUN_HEADER, per_run, "alarms-runs numbers") + "</details>"]
+    if record["notes"]:
+        parts.append("<p class='notes'>" + "; ".join(esc(n) for n in record["notes"]) + "</p>")
+    return "".join(parts)
+
+
 def provenance_html(prov: Provenance) -> str:
     """The header line (preset, commit, date, seeds) and the smoke-test banner if there is one."""
     esc = html.escape
@@ -858,7 +884,7 @@ def html_page(agg: dict[str, dict], collected: Collected, results: list[TaskResu
                  "held-out curve, then three online alarms scored against the labels: false alarms "
                  "on healthy runs, misses on collapsed runs, and how many steps from the onset a "
                  "hit came (negative: before it).</p>")
-    parts.append(alarms_.html_section(alarms) + "</section>")
+    parts.append(alarms_html(alarms) + "</section>")
 
     parts.append("<section id='diagnostics'><h2>Diagnostics</h2>")
     if has_curves:

@@ -192,7 +192,7 @@ def test_missing_or_short_curves_are_counted_skips_with_a_note() -> None:
     assert s["reward_up_probe_down"] == {"runs": 0, "collapsed": 0, "healthy": 0, "hits": 0,
                                          "false_alarms": 0, "false_alarm_rate": None, "misses": 0,
                                          "miss_rate": None, "delays": [], "median_delay": None}
-    assert "1 runs labelled (0 collapsed, 1 healthy), 4 skipped" in al.markdown(record)
+    assert "1 runs labelled (0 collapsed, 1 healthy), 4 skipped" in rep.alarms_markdown(record)
 
 
 def test_with_no_healthy_run_the_false_alarm_rate_is_none_and_renders_as_a_dash() -> None:
@@ -200,7 +200,7 @@ def test_with_no_healthy_run_the_false_alarm_rate_is_none_and_renders_as_a_dash(
     s = record["summary"]["lab_detector"]
     assert (s["healthy"], s["false_alarms"], s["false_alarm_rate"]) == (0, 0, None)
     assert s["miss_rate"] == 0.0  # one collapsed run, caught: a real zero
-    md = al.markdown(record)
+    md = rep.alarms_markdown(record)
     lab = next(line for line in md.splitlines() if line.startswith("| lab detector"))
     assert lab == "| lab detector (models/collapse.py) | 1 | 1 | 0 | 0 of 0 (—) | 0 of 1 (0) | 25 | +25 |"
     json.dumps(record, allow_nan=False)  # the record is plain JSON: no NaN, no objects
