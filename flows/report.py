@@ -241,15 +241,26 @@ def claim_cells(v: Verdict) -> list[list[str]]:
     [95% interval] (one line per comparison, then what was resampled), seeds per arm, verdict."""
     c, comps = v.claim, v.comparisons
     several = len(comps) > 1
-    diffs = [(f"{x.treatment} − {x.control}: " if several else "") + _interval(x) for x in comps]
+    # Arms of one preset study (`hint_copier/rlme`, ...) are named once with their base.
+    presets = {a.rpartition("/")[0] for a in c.arms}
+    setting = presets.pop() if len(presets) == 1 else ""
+
+    def name(arm: str) -> str:
+        return arm.removeprefix(f"{setting}/") if setting else arm
+
+    diffs = [(f"{name(x.treatment)} − {name(x.control)}: " if several else "") + _interval(x)
+             for x in comps]
     bases = list(dict.fromkeys(x.basis for x in comps if x.basis))
     seeds: dict[str, int] = {}
     for x in comps:
         seeds.update(x.seeds)
     metric = f"{c.metric}, {MEASURES[c.measure]}" if c.metric else "—"
-    return [[c.statement], [f"{c.paper} {c.figure}"], [f"{x.treatment} vs {x.control}" for x in comps],
+    arms = [f"{name(x.treatment)} vs {name(x.control)}" for x in comps]
+    return [[c.statement], [f"{c.paper} {c.figure}"],
+            arms + ([f"(the {setting} study's base)"] if setting else []),
             [metric, f"expected {c.expected()}"], diffs + bases,
-            [", ".join(f"{a} {n}" for a, n in seeds.items())], [v.verdict, v.reason]]
+            [", ".join(f"{name(a)} {n}" for a, n in seeds.items())],
+            [v.verdict, v.reason.replace(f"{setting}/", "") if setting else v.reason]]
 
 
 def claims_markdown(found: list[Verdict], notes: Sequence[str] = ()) -> str:
@@ -620,7 +631,9 @@ table.headline tr.base td{color:#555;font-style:italic;background:#fafafa}
 table.headline td.spread{font-size:.9em;color:#333} table.headline td,table.headline th{white-space:nowrap}
 table.headline svg{vertical-align:middle;margin-right:5px} table.headline td{padding:3px 7px}
 .mark{color:#1a7f37} .tie{color:#555}
-table.claims td{vertical-align:top;font-size:.95em} table.claims td.verdict{min-width:12em}
+table.claims{width:100%;table-layout:fixed} table.claims td{vertical-align:top;font-size:.95em;overflow-wrap:break-word}
+table.claims th:nth-child(1){width:15%} table.claims th:nth-child(2){width:6%} table.claims th:nth-child(3){width:15%}
+table.claims th:nth-child(4){width:12%} table.claims th:nth-child(5){width:14%} table.claims th:nth-child(6){width:12%}
 table.claims tr.reproduced td.verdict{background:#eef7ee} table.claims tr.not-reproduced td.verdict{background:#fbeaea}
 table.claims tr.inconclusive td.verdict{background:#f6f6f6}
 .tasks{display:flex;flex-wrap:wrap;gap:0 28px;align-items:flex-start}
