@@ -263,6 +263,31 @@ def claim_cells(v: Verdict) -> list[list[str]]:
             [v.verdict, v.reason.replace(f"{setting}/", "") if setting else v.reason]]
 
 
+def runs_needed(found: list[Verdict]) -> list[tuple[str, list[str]]]:
+    """What the claims still lack seeds for: (the command that runs it, its arms with the seeds
+    found), the default study's arms in one command, then one per preset study. Blocked claims
+    need no runs."""
+    have: dict[str, int] = {}
+    for v in found:
+        if not v.claim.blocked:
+            for x in v.comparisons:
+                for arm, n in x.seeds.items():
+                    have[arm] = max(n, have.get(arm, 0))
+    short = sorted(a for a, n in have.items() if n < MIN_SEEDS)
+    default = [a for a in short if "/" not in a]
+    out = [(f"make study ARGS='--methods {' '.join(default)}'",
+            [f"{a} ({have[a]} of {MIN_SEEDS} seeds)" for a in default])] if default else []
+    for preset in sorted({a.split("/")[0] for a in short if "/" in a}):
+        out.append((f"python -m flows.pipeline --study {preset}",
+                    [f"{a} ({have[a]} of {MIN_SEEDS} seeds)" for a in short
+                     if a.startswith(f"{preset}/")]))
+    return out
+
+
+def _needed_lines(found: list[Verdict]) -> list[str]:
+    return [f"`{cmd}`: {', '.join(arms)}" for cmd, arms in runs_needed(found)]
+
+
 def claims_markdown(found: list[Verdict], notes: Sequence[str] = ()) -> str:
     """The claims table (markdown) with the rule and any skipped per-item files."""
     header = ["claim", "paper", "arms", "metric", "difference [95% interval]", "seeds", "verdict"]
@@ -274,6 +299,8 @@ def claims_markdown(found: list[Verdict], notes: Sequence[str] = ()) -> str:
     rows = [[*(md(cell) for cell in cells[:-1]), md(cells[-1], bold=True)]
             for cells in (claim_cells(v) for v in found)]
     parts = ["## The papers' claims", "", _markdown(header, rows), "", f"Rule: {RULE}"]
+    if needed := _needed_lines(found):
+        parts += ["", "Runs still needed for a verdict:", "", *(f"- {line}" for line in needed)]
     if notes:
         parts += ["", "Per-item files skipped:", "", *(f"- {n}" for n in notes)]
     return "\n".join(parts)
@@ -294,8 +321,11 @@ def claims_html(found: list[Verdict], notes: Sequence[str] = ()) -> str:
     head = "".join(f"<th>{esc(h)}</th>" for h in header)
     skipped = ("<p class='notes'>Per-item files skipped: " + "; ".join(esc(n) for n in notes) + "</p>"
                if notes else "")
+    needed = _needed_lines(found)
+    todo = ("<p class='needed'>Runs still needed for a verdict:</p><ul class='needed'>"
+            + "".join(f"<li>{esc(line)}</li>" for line in needed) + "</ul>") if needed else ""
     return (f"<table class='claims text'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}"
-            f"</tbody></table><p class='muted'>Rule: {esc(RULE)}</p>{skipped}")
+            f"</tbody></table>{todo}<p class='muted'>Rule: {esc(RULE)}</p>{skipped}")
 
 
 README_BEGIN = "<!-- results:begin (python -m flows.report --readme README.md) -->"

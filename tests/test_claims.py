@@ -333,3 +333,28 @@ def test_the_declarations_file_and_a_malformed_one(tmp_path):
     bad.write_text("{not: a list}\n")
     with pytest.raises(DataError, match="expected a list"):
         cl.load_claims(bad)
+
+
+def test_a_preset_study_decides_its_claim_and_the_report_lists_what_is_still_needed(tmp_path) -> None:
+    """Runs recorded in studies/hint_copier/ are the claim's `hint_copier/...` arms; the claims
+    section lists, per command, the arms that still lack seeds."""
+    data = tmp_path / "data"
+    for name, cheat in (("rlme_nocheat", 0.05), ("rlme", 0.30)):
+        for seed in range(3):
+            write(tmp_path / "studies" / "hint_copier" / "data" / "eval" / name / f"seed{seed}"
+                  / "metrics.json", {"arith_cf/cheat_rate": cheat + 0.01 * seed})
+    write_run(data, "rlme", 0, [1.0, 0.0])  # the default study: rlme has 1 of 3 seeds
+    rep.build(tmp_path / "reports", data)
+    record = {c["id"]: c for c in json.loads((tmp_path / "reports" / "claims.json").read_text())["claims"]}
+    nocheat = record["nocheat_stops_copying"]
+    assert nocheat["comparisons"][0]["seeds"] == {"hint_copier/rlme_nocheat": 3, "hint_copier/rlme": 3}
+    assert nocheat["verdict"] == cl.REPRODUCED and nocheat["comparisons"][0]["difference"] == pytest.approx(-0.25)
+    summary = (tmp_path / "reports" / "summary.md").read_text()
+    needed = summary.split("Runs still needed for a verdict:")[1].split("\n\n")[1].splitlines()
+    assert needed[0].startswith("- `make study ARGS='--methods dro genrm_outcome r3 r3_gate rationale "
+                                "rlcer rlcer_no_evolve rlme rlvr'`: dro (0 of 3 seeds)")
+    assert "rlme (1 of 3 seeds)" in needed[0]
+    assert not any("hint_copier" in line for line in needed)  # decided: nothing left to run there
+    assert "- `python -m flows.pipeline --study weak_evaluator`: weak_evaluator/rlme_gt10_long (0 of 3 seeds)" in needed
+    page = (tmp_path / "reports" / "index.html").read_text()
+    assert "<ul class='needed'>" in page and "(the hint_copier study&#x27;s base)" in page
