@@ -355,6 +355,8 @@ def test_a_preset_study_decides_its_claim_and_the_report_lists_what_is_still_nee
                                 "rlcer rlcer_no_evolve rlme rlvr'`: dro (0 of 3 seeds)")
     assert "rlme (1 of 3 seeds)" in needed[0]
     assert not any("hint_copier" in line for line in needed)  # decided: nothing left to run there
-    assert "- `python -m flows.pipeline --study weak_evaluator`: weak_evaluator/rlme_gt10_long (0 of 3 seeds)" in needed
+    assert needed[-1] == ("- `python -m flows.pipeline --study weak_evaluator`: weak_evaluator/rlme_gt10_long "
+                          "(0 of 3 seeds), weak_evaluator/rlme_gt1_long (0 of 3 seeds), "
+                          "weak_evaluator/rlme_long (0 of 3 seeds)")
     page = (tmp_path / "reports" / "index.html").read_text()
     assert "<ul class='needed'>" in page and "(the hint_copier study&#x27;s base)" in page
