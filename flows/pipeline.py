@@ -86,6 +86,31 @@ def select(graph: dict[str, set[str]], methods: list[str] | None = None,
     return order
 
 
+def depths(graph: dict[str, set[str]], order: list[str]) -> dict[str, int]:
+    """Each stage's depth in the selected DAG: the longest chain of selected stages above it.
+
+    >>> g = {"prepare": set(), "train@a-0": {"prepare"}, "evaluate@a-0": {"train@a-0"}}
+    >>> depths(g, ["prepare", "train@a-0", "evaluate@a-0"])
+    {'prepare': 0, 'train@a-0': 1, 'evaluate@a-0': 2}
+    """
+    chosen, out = set(order), {}
+    for s in order:  # a dependency order: a stage's upstream is already placed
+        out[s] = 1 + max((out[d] for d in graph[s] & chosen), default=-1)
+    return out
+
+
+def deepest_first(ready: list[str], depth: dict[str, int]) -> list[str]:
+    """The ready stages, the deepest first (ties in DAG order): a finished training is evaluated
+    before the next one starts, so results arrive as soon as they can and an interrupted run
+    leaves whole runs, not trained models waiting for their evaluation.
+
+    >>> deepest_first(["train@a-1", "train@b-0", "evaluate@a-0"],
+    ...               {"train@a-1": 1, "train@b-0": 1, "evaluate@a-0": 2})
+    ['evaluate@a-0', 'train@a-1', 'train@b-0']
+    """
+    return sorted(ready, key=lambda s: -depth[s])
+
+
 def retryable(task, task_run, state) -> bool:
     """Prefect's retry condition: a stage that rejected its input (exit 2) is not retried, since
     the same params or rows fail the same way; anything else (a crash, a killed worker, a
@@ -242,6 +267,7 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
     blocked: list[str] = []
     running: dict = {}
     pending = list(order)
+    depth = depths(graph, order)
     while pending or running:
         ready = []
         for s in list(pending):
@@ -251,6 +277,7 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
                 blocked.append(s)
             elif upstream <= set(results):
                 ready.append(s)
+        ready = deepest_first(ready, depth)
         for s, threads in starts(ready, len(running), limit, os.cpu_count() or 1, fixed):
             pending.remove(s)
             running[s] = start(s, threads)
