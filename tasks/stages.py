@@ -258,7 +258,7 @@ def git(args: list[str], root: Path) -> str:
 
 # Tracked files the pipeline itself rewrites while it runs: they may differ from the commit
 # the workers check out (the stages' code and params may not).
-_RESULT_PATHS = ("dvc.lock", "data/", "reports/")
+_RESULT_PATHS = ("dvc.lock", "data/", "reports/", "studies/")
 
 
 def committed_revision(root: Path = ROOT) -> str:

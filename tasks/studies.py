@@ -86,6 +86,7 @@ def prepare(preset: str, root: Path = ROOT, log: Callable[[str], object] = print
     ws = workspace(preset, root)
     if not ws.exists():
         ws.parent.mkdir(parents=True, exist_ok=True)
+        git(["worktree", "prune"], root)  # a workspace deleted by hand leaves its registration
         git(["worktree", "add", "--detach", str(ws), rev], root)
         log(f"study {preset}: new workspace {ws.relative_to(root)} at {rev[:12]}")
     else:

@@ -94,9 +94,12 @@ def test_the_record_keeps_the_arms_and_a_resumed_study_gets_it_back(repo) -> Non
     assert sorted(found.runs["hint_copier/rlme"]) == [0, 1]
     assert found.runs["hint_copier/rlme"][0].metrics == {"arith_cf/cheat_rate": 0.1}
 
-    # A new commit, then the study resumes: the worktree moves to it and the record comes back.
+    # A new commit (the record with it), then the study resumes: the worktree moves to it and
+    # the record comes back; a record that changes since is a result, not uncommitted code.
     (repo / "code.py").write_text("x = 2\n")
+    git(repo, "add", "studies")
     git(repo, "commit", "-qam", "change")
+    (rec / "study.json").write_text(json.dumps({**info, "finished": False, "edited": True}))
     shutil.rmtree(ws / "data" / "eval")
     again = studies.prepare("hint_copier", repo, log=lambda _: None)
     assert again["commit"] == git(repo, "rev-parse", "HEAD") != info["commit"]
@@ -105,6 +108,11 @@ def test_the_record_keeps_the_arms_and_a_resumed_study_gets_it_back(repo) -> Non
     assert json.loads((ws / "data" / "eval" / "rlme" / "seed1" / "metrics.json").read_text()) == {
         "arith_cf/cheat_rate": 0.1}
     assert not (ws / "data" / "eval" / "rlvr").exists()  # neither the default study's results
+
+    # A workspace deleted by hand is made again (git's stale registration pruned).
+    shutil.rmtree(ws)
+    studies.prepare("hint_copier", repo, log=lambda _: None)
+    assert (ws / "dvc.lock").exists() and (ws / "code.py").read_text() == "x = 2\n"
 
 
 def test_uncommitted_code_and_presets_without_arms_are_refused(repo) -> None:
