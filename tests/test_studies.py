@@ -193,3 +193,19 @@ def test_a_preset_study_runs_through_the_pipeline_and_resumes(tmp_path) -> None:
     assert "train@rlvr-0: up to date" in again, again[-3000:]
     assert json.loads((rec / "study.json").read_text())["finished"] is True
     assert "study ci_study recorded in studies/ci_study (finished)" in out + again
+
+
+def test_the_study_command_names_a_bad_preset_in_one_line() -> None:
+    """`--study` with an unknown preset, or with options that do not apply, exits 2 with one
+    `error:` line (a user error: nothing to retry)."""
+    import sys
+
+    run = [sys.executable, "-m", "flows.pipeline"]
+    r = subprocess.run([*run, "--study", "hint_copier", "--methods", "rlvr"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "error: --study runs the preset's own arms" in r.stderr
+    r = subprocess.run([*run, "--study", "nope"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2, r.stderr[-2000:]
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert errors == ["error: study nope: preset 'nope' is not defined; presets with a study: "
+                      "['cot_reference', 'hint_copier', 'keyword_dump', 'weak_evaluator']"], r.stderr[-2000:]
