@@ -246,12 +246,12 @@ def test_prefect_server_deployment_run(clone, tmp_path):
                                capture_output=True, text=True, timeout=60)
             out = r.stdout
             if all(name in out for name in ("pipeline/nightly", "pipeline/on-demand", "train/train",
-                                            "study/on-demand")):
+                                            "study/preset")):
                 break
             import time
             time.sleep(3)
         assert "pipeline/nightly" in out, out + (logs / "worker.log").read_text()[-2000:]
-        assert "study/on-demand" in out, out  # a preset's own study (flows.pipeline.study)
+        assert "study/preset" in out, out  # a preset's own study (flows.pipeline.study)
         run = sh([str(BIN / "prefect"), "deployment", "run", "pipeline/on-demand", "--watch",
                   "--watch-timeout", "600"], d, e, timeout=700)
         assert "Completed" in run, run + (logs / "worker.log").read_text()[-3000:]
