@@ -211,7 +211,8 @@ def plan(stage: str, root: Path = ROOT, pull: bool = False) -> str:
         return "restore" if cached.outs_cached() else "run"
 
 
-def _remove(path: Path) -> None:
+def remove(path: Path) -> None:
+    """Delete a file, a link or a folder tree; nothing if absent."""
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)
     elif path.exists() or path.is_symlink():
@@ -233,10 +234,10 @@ def reproduce_in_place(stage: str, root: Path = ROOT, *, force: bool = False,
         return action
     cmd, outs = stage_command(stage, root)
     for out in outs:
-        _remove(out)
+        remove(out)
     if force:  # a forced training starts afresh instead of resuming its finished run
         for resumable in {c for out in outs for c in out.parent.glob("checkpoint-*")}:
-            _remove(resumable)
+            remove(resumable)
     log(f"{stage}: {cmd}")
     rc, tail, timed_out = run_command(cmd, root, log, timeout_s,
                                       env=stage_env(threads, extra_env))

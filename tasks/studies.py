@@ -32,7 +32,7 @@ import yaml
 
 from core.io import read_json, write_json
 from core.params import ROOT, ParamsError, load, read_raw
-from tasks.stages import committed_revision, git, run_command, stage_env
+from tasks.stages import committed_revision, git, remove, run_command, stage_env
 
 WORKSPACES = ".studies"
 RECORDS = "studies"
@@ -97,7 +97,7 @@ def prepare(preset: str, root: Path = ROOT, log: Callable[[str], object] = print
         log(f"study {preset}: workspace {ws.relative_to(root)} moved to {rev[:12]}")
     # The worktree holds the default study's tracked results: the study's own replace them.
     for name in ("dvc.lock", *(f"data/{p}" for p in _RECORDED)):
-        _remove(ws / name)
+        remove(ws / name)
     rec = record_dir(preset, root)
     if rec.exists():
         for name in ("dvc.lock", *(f"data/{p}" for p in _RECORDED)):
@@ -131,7 +131,7 @@ def record(study: dict, finished: bool, root: Path = ROOT) -> Path:
     preset = study["preset"]
     ws, rec = workspace(preset, root), record_dir(preset, root)
     staging = rec.with_name(rec.name + ".new")
-    _remove(staging)
+    remove(staging)
     staging.mkdir(parents=True)
     _copy(ws / "dvc.lock", staging / "dvc.lock")
     _copy(ws / "data" / "base_model_info.json", staging / "data" / "base_model_info.json")
@@ -141,7 +141,7 @@ def record(study: dict, finished: bool, root: Path = ROOT) -> Path:
                 if f.name in ("metrics.json", "items.json", "train.json", "heldout.json"):
                     _copy(f, staging / f.relative_to(ws))
     write_json(staging / "study.json", {**study, "finished": finished})
-    _remove(rec)
+    remove(rec)
     staging.rename(rec)
     return rec
 
@@ -163,10 +163,3 @@ def _copy(src: Path, dst: Path) -> None:
     elif src.exists():
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, dst)
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    elif path.exists() or path.is_symlink():
-        path.unlink()
