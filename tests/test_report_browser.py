@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from core.params import ROOT
+from flows import alarms
 from tests.test_report import METRICS, as_dicts, make_data, parse_tables
 
 pytestmark = pytest.mark.slow
@@ -96,6 +97,9 @@ def built(tmp_path_factory):
     return root, uri
 
 
+ALARMS = "Collapse alarms: how often they are right"
+
+
 def test_report_renders_in_headless_chromium(browser, built, tmp_path) -> None:
     root, _ = built
     page = (root / "reports" / "index.html").resolve()
@@ -109,10 +113,12 @@ def test_report_renders_in_headless_chromium(browser, built, tmp_path) -> None:
     dom = chromium(browser, tmp_path / "profile", "--dump-dom", page.as_uri()).stdout
     tables = parse_tables(dom)
     methods = {"base", *METRICS}
-    # Every table but the collapse events and the claims (one row per claim) lists methods.
-    listed = {name for caption, rows in tables.items()
-              if caption not in ("Collapse events", "The papers' claims") for name in as_dicts(rows)}
+    # Every table lists methods, but three: the collapse events, the claims (a row per claim) and
+    # the collapse alarms' error rates (a row per alarm).
+    per_row = {"Collapse events": "events", "The papers' claims": "claims", ALARMS: "alarms"}
+    listed = {name for caption, rows in tables.items() if caption not in per_row for name in as_dicts(rows)}
     assert listed == methods, (listed, sorted(tables))
+    assert set(as_dicts(tables[ALARMS])) == set(alarms.TITLES.values())
     assert set(as_dicts(tables["arith"])) == {"base", "rlvr", "random", "rlme_long"}
     assert dom.count('class="chart"') >= 4 and "reward_hacking" in dom
 
