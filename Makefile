@@ -31,7 +31,7 @@ study: setup  ## the study of record: every arm of params methods x every seed (
 studies: setup  ## every claim setting's own study (presets that name arms), each on its own base
 	$(PY) -m flows.pipeline --study all $(ARGS)
 
-results: setup  ## the README's results table from the metrics files in git
+results: setup  ## the README's results and claims tables from the metrics files in git (data/, studies/)
 	$(PY) -m flows.report --readme README.md
 
 test: setup  ## lint (ruff), type-check (mypy: core/, rewards/), then the fast default suite

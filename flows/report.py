@@ -288,7 +288,7 @@ def _needed_lines(found: list[Verdict]) -> list[str]:
     return [f"`{cmd}`: {', '.join(arms)}" for cmd, arms in runs_needed(found)]
 
 
-def claims_markdown(found: list[Verdict], notes: Sequence[str] = ()) -> str:
+def claims_markdown(found: list[Verdict], notes: Sequence[str] = (), heading: bool = True) -> str:
     """The claims table (markdown) with the rule and any skipped per-item files."""
     header = ["claim", "paper", "arms", "metric", "difference [95% interval]", "seeds", "verdict"]
 
@@ -298,7 +298,8 @@ def claims_markdown(found: list[Verdict], notes: Sequence[str] = ()) -> str:
 
     rows = [[*(md(cell) for cell in cells[:-1]), md(cells[-1], bold=True)]
             for cells in (claim_cells(v) for v in found)]
-    parts = ["## The papers' claims", "", _markdown(header, rows), "", f"Rule: {RULE}"]
+    parts = [*(["## The papers' claims", ""] if heading else []), _markdown(header, rows), "",
+             f"Rule: {RULE}"]
     if needed := _needed_lines(found):
         parts += ["", "Runs still needed for a verdict:", "", *(f"- {line}" for line in needed)]
     if notes:
@@ -330,6 +331,9 @@ def claims_html(found: list[Verdict], notes: Sequence[str] = ()) -> str:
 
 README_BEGIN = "<!-- results:begin (python -m flows.report --readme README.md) -->"
 README_END = "<!-- results:end -->"
+# The README's second generated block: the claims table and the alarms' error rates.
+CLAIMS_BEGIN = "<!-- claims:begin (python -m flows.report --readme README.md) -->"
+CLAIMS_END = "<!-- claims:end -->"
 
 
 def results_markdown(agg: dict[str, dict], collected: Collected, data_dir: Path,
@@ -359,15 +363,32 @@ def results_markdown(agg: dict[str, dict], collected: Collected, data_dir: Path,
     return "\n".join(lines)
 
 
-def update_readme(readme: Path, text: str) -> None:
-    """Replace what stands between the results markers of `readme` with `text`."""
+def update_readme(readme: Path, text: str, begin: str = README_BEGIN, end: str = README_END) -> None:
+    """Replace what stands between the markers `begin` and `end` of `readme` with `text`."""
     page = Path(readme).read_text(encoding="utf-8")
-    head, sep, rest = page.partition(README_BEGIN)
-    _, sep2, tail = rest.partition(README_END)
+    head, sep, rest = page.partition(begin)
+    _, sep2, tail = rest.partition(end)
     if not sep or not sep2:
-        raise LookupError(f"{readme} has no results section: add the lines {README_BEGIN} and "
-                          f"{README_END} where the table goes")
-    Path(readme).write_text(f"{head}{README_BEGIN}\n{text}\n{README_END}{tail}", encoding="utf-8")
+        what = "results" if begin == README_BEGIN else "claims"
+        raise LookupError(f"{readme} has no {what} section: add the lines {begin} and {end} where "
+                          "the table goes")
+    Path(readme).write_text(f"{head}{begin}\n{text}\n{end}{tail}", encoding="utf-8")
+
+
+def with_studies(collected: Collected, data_dir: Path) -> Collected:
+    """The default study's runs and the presets' own studies (studies/<preset>/, tasks/studies.py)
+    as `<preset>/<arm>` runs: they stand on other bases, so the claims and the alarms read them and
+    the headline ranking does not."""
+    studies = collect_studies(Path(data_dir).parent / "studies")
+    collected.notes.extend(studies.notes)
+    return Collected({**collected.runs, **studies.runs}, collected.notes)
+
+
+def claims_readme(every: Collected, collapse: CollapseConfig) -> str:
+    """The README's claims block: the verdict table, then the collapse alarms' error rates."""
+    found, notes = verdicts(every.runs)
+    return "\n\n".join([claims_markdown(found, notes, heading=False), "Collapse alarms over the same runs:",
+                         alarms_markdown(alarms_.score(every, collapse))])
 
 
 def _collapse_config(params: Params | None) -> CollapseConfig:
@@ -1019,11 +1040,7 @@ def build(out_dir: Path = paths.REPORTS, data_dir: Path = paths.DATA, order: Seq
     agg = aggregate(collected)
     results = headline(collected, agg, Path(data_dir), params)
     prov = provenance(params, collected, Path(data_dir), now)
-    # The presets' own studies (studies/<preset>/, tasks/studies.py) stand on other bases: the
-    # claims and the alarms read them as <preset>/<arm> runs, the headline ranking does not.
-    studies = collect_studies(Path(data_dir).parent / "studies")
-    collected.notes.extend(studies.notes)
-    every = Collected({**collected.runs, **studies.runs}, collected.notes)
+    every = with_studies(collected, Path(data_dir))
     claims = verdicts(every.runs)
     alarms = alarms_.score(every, collapse if collapse is not None else _collapse_config(params))
     (out_dir / "summary.md").write_text(summary_markdown(agg, collected, prov.smoke, claims, alarms),
@@ -1078,14 +1095,16 @@ def main() -> None:
                    "instead (e.g. heldout:arith/pass@1 or train:reward), with --methods and --out")
     p.add_argument("--methods", nargs="+", default=None, help="methods drawn in --figure")
     p.add_argument("--out", type=Path, default=None, help="SVG file written by --figure")
-    p.add_argument("--readme", type=Path, default=None, help="rewrite the results section of this "
-                   "file (README.md) from the metrics under --data-dir instead")
+    p.add_argument("--readme", type=Path, default=None, help="rewrite the results and claims sections "
+                   "of this file (README.md) from the metrics under --data-dir (and studies/) instead")
     args = p.parse_args()
     if args.readme:
         params = load(args.params, preset=args.preset)
         collected = collect(args.data_dir, params.methods)
         update_readme(args.readme, results_markdown(aggregate(collected), collected, args.data_dir, params))
-        print(f"updated the results section of {args.readme}")
+        update_readme(args.readme, claims_readme(with_studies(collected, args.data_dir),
+                                                 _collapse_config(params)), CLAIMS_BEGIN, CLAIMS_END)
+        print(f"updated the results and claims sections of {args.readme}")
         return
     if args.figure:
         if not args.methods or args.out is None:

@@ -16,6 +16,8 @@ import pytest
 import yaml
 
 from core.params import PARAMS_FILE, ROOT, load, validate
+from evals.claims import CLAIMS
+from flows import alarms
 from flows import report as rep
 
 # method -> seed -> metrics.json (None: no evaluation for that run)
@@ -278,6 +280,27 @@ def test_the_readme_results_table_is_generated_from_the_metrics_files(tmp_path) 
     readme.write_text("no markers")
     with pytest.raises(LookupError, match="no results section"):
         rep.update_readme(readme, "x")
+    with pytest.raises(LookupError, match="no claims section"):
+        rep.update_readme(readme, "x", rep.CLAIMS_BEGIN, rep.CLAIMS_END)
+
+
+def test_the_readme_claims_block_is_the_reports_verdict_table_and_alarm_rates(tmp_path) -> None:
+    data = make_data(tmp_path)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"a\n{rep.CLAIMS_BEGIN}\nold verdicts\n{rep.CLAIMS_END}\nb\n")
+    collected = rep.collect(data, ["rlvr", "random"])
+    rep.update_readme(readme, rep.claims_readme(rep.with_studies(collected, data),
+                                                rep._collapse_config(None)),
+                      rep.CLAIMS_BEGIN, rep.CLAIMS_END)
+    text = readme.read_text()
+    assert "old verdicts" not in text and text.startswith("a\n") and text.endswith("b\n")
+    # One row per declared claim, each with a verdict; then one row per alarm.
+    for claim in CLAIMS:
+        assert f"| {claim.statement} |" in text
+    assert text.count("**inconclusive**") + text.count("**reproduced**") \
+        + text.count("**not reproduced**") == len(CLAIMS)
+    for title in alarms.TITLES.values():
+        assert f"| {title} |" in text
 
 
 # ------------------------------------------------------------------------------ the answer first
