@@ -681,13 +681,14 @@ table.headline tr.best td{background:#eef7ee;font-weight:600}
 table.headline tr.base td{color:#555;font-style:italic;background:#fafafa}
 table.headline td.spread{font-size:.9em;color:#333} table.headline td,table.headline th{white-space:nowrap}
 table.headline svg{vertical-align:middle;margin-right:5px} table.headline td{padding:3px 7px}
+table.headline,table.numbers{display:block;max-width:100%;overflow-x:auto}
 .mark{color:#1a7f37} .tie{color:#555}
 table.claims{width:100%;table-layout:fixed} table.claims td{vertical-align:top;font-size:.95em;overflow-wrap:break-word}
 table.claims th:nth-child(1){width:15%} table.claims th:nth-child(2){width:6%} table.claims th:nth-child(3){width:15%}
 table.claims th:nth-child(4){width:12%} table.claims th:nth-child(5){width:14%} table.claims th:nth-child(6){width:12%}
 table.claims tr.reproduced td.verdict{background:#eef7ee} table.claims tr.not-reproduced td.verdict{background:#fbeaea}
 table.claims tr.inconclusive td.verdict{background:#f6f6f6}
-.tasks{display:flex;flex-wrap:wrap;gap:0 28px;align-items:flex-start}
+.tasks{display:flex;flex-wrap:wrap;gap:0 28px;align-items:flex-start} .tasks>div{min-width:0;max-width:100%}
 .charts{display:flex;flex-wrap:wrap;gap:12px}
 svg.chart{border:1px solid #ddd;background:#fff}
 svg .title{font-size:13px;font-weight:600} svg .tick{font-size:10px;fill:#555}
