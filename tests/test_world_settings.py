@@ -156,9 +156,9 @@ def test_a_keyword_dump_pays_under_direct_matching_not_under_ordered_lcs(tmp_pat
     assert stats.kept == len(faithful)
     write_components(tmp_path / "facts_train.jsonl", components, stats)
 
-    def content(mode: str, rows: list[dict]) -> float:
-        reward = RlvrrReward(tmp_path / "facts_train.jsonl", mode=mode, content_only=True,
-                             content_weight=1.0)
+    def content(mode: str, rows: list[dict], content_only: bool = True) -> float:
+        kwargs = dict(content_only=True, content_weight=1.0) if content_only else {}
+        reward = RlvrrReward(tmp_path / "facts_train.jsonl", mode=mode, **kwargs)
         return statistics.mean(reward(prompts=[r["prompt"] for r in rows],
                                       completions=[r["demonstration"] for r in rows],
                                       prompt_id=[r["id"] for r in rows]))
@@ -168,6 +168,17 @@ def test_a_keyword_dump_pays_under_direct_matching_not_under_ordered_lcs(tmp_pat
     assert content("ordered", dumps) <= 0.5  # each said twice: LCS / the longer sequence
     # The task's truth (in-order coverage) sees a random order.
     assert statistics.mean(facts.coverage(r["demonstration"], r["gold_facts"]) for r in dumps) < 0.8
+
+    # The whole reward (content and style checks, as trained): a dump beats a description that
+    # drops half the facts under direct matching and loses to it under LCS, but under both it
+    # loses to the complete description. So the shortcut pays only a policy that cannot write
+    # the complete one; the keyword_dump study's base can (README, the lcs_beats_direct claim).
+    partial = facts.generate(random.Random(5), 40, "train", drop_frac=0.5, wrong_style_frac=0.0)
+    full = {(mode, name): content(mode, rows, content_only=False)
+            for mode in ("direct", "ordered")
+            for name, rows in (("faithful", faithful), ("dump", dumps), ("partial", partial))}
+    assert full["direct", "faithful"] > full["direct", "dump"] > full["direct", "partial"]
+    assert full["ordered", "faithful"] > full["ordered", "partial"] > full["ordered", "dump"]
 
 
 # --- arith_ref: a chain of thought, a separator, a long reference answer (paper 003) -----------------
