@@ -7,7 +7,7 @@ is a measurement, not a fit.
 
 **The label (hindsight).** The tiny world has no test curve, only a final test score, so the label
 reads the run's whole **held-out (val) curve** of its task's headline metric
-(`flows.report_collect.TASK_HEADLINE[task][0]`, higher is better), step 0 (the base, before
+(`flows.report_collect.headline_metrics(task)[0]`, higher is better), step 0 (the base, before
 training) included. With ``DELTA`` = 0.10 (absolute), a run is **collapsed** iff its last two
 evaluations are both ``<= max(curve) - DELTA`` (it fell and stayed down); its **onset** is the
 first evaluation after the maximum from which every later evaluation is ``<= max - DELTA``.
@@ -56,7 +56,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
-from flows.report_collect import TASK_HEADLINE, Collected, number
+from flows.report_collect import TASK_HEADLINE, Collected, headline_metrics, number
 from models.collapse import (
     CollapseConfig,
     CollapseMonitor,
@@ -124,17 +124,20 @@ def _by_step(rows: Sequence[Mapping]) -> list[tuple[int, Mapping]]:
 
 
 def headline_key(heldout: Sequence[Mapping]) -> str | None:
-    """The headline metric of the first TASK_HEADLINE task with a value in the held-out rows.
+    """The headline metric (`headline_metrics(task)[0]`) of the task the held-out rows measure:
+    a TASK_HEADLINE task first, else any other with that metric (`arith_ref/pass@1`).
 
     >>> headline_key([{"step": 0, "facts/coverage": 0.3, "train/reward": None}])
     'facts/coverage'
+    >>> headline_key([{"step": 0, "arith_ref/pass@1": 0.6, "arith_ref/boxed_rate": 0.9}])
+    'arith_ref/pass@1'
     >>> headline_key([{"step": 0, "train/reward": 0.1}]) is None
     True
     """
-    present = {k.partition("/")[0] for row in heldout for k, v in row.items()
-               if "/" in k and number(v) is not None}
-    task = next((t for t in TASK_HEADLINE if t in present), None)
-    return TASK_HEADLINE[task][0] if task is not None else None
+    values = {k for row in heldout for k, v in row.items() if "/" in k and number(v) is not None}
+    present = {k.partition("/")[0] for k in values}
+    tasks = [t for t in TASK_HEADLINE if t in present] + sorted(present - TASK_HEADLINE.keys())
+    return next((key for key in (headline_metrics(t)[0] for t in tasks) if key in values), None)
 
 
 def heldout_curve(heldout: Sequence[Mapping], key: str) -> Curve:
@@ -293,7 +296,8 @@ def score_run(method: str, seed: int | None, heldout: Sequence[Mapping], train: 
         return "no held-out curve"
     key = headline_key(heldout)
     if key is None:
-        return f"no headline metric ({', '.join(m[0] for m in TASK_HEADLINE.values())}) in its held-out curve"
+        return (f"no headline metric ({', '.join(m[0] for m in TASK_HEADLINE.values())}, "
+                "<task>/pass@1) in its held-out curve")
     curve = heldout_curve(heldout, key)
     if len(curve) < MIN_EVALS:
         return f"{len(curve)} held-out evaluation(s) of {key}, fewer than {MIN_EVALS}"

@@ -169,6 +169,17 @@ def test_a_lab_alarm_that_misses_is_counted_as_a_miss() -> None:
     assert (s["misses"], s["miss_rate"], s["hits"], s["median_delay"]) == (1, 1.0, 0, None)
 
 
+def test_a_task_outside_task_headline_is_labelled_by_its_pass_at_1() -> None:
+    """arith_ref (the cot_reference study) is judged by arith_ref/pass@1, as the report judges it:
+    B's curve under that key gives B's label and onset, not a skip."""
+    ref = RunData(heldout=[{k.replace("arith/", "arith_ref/"): v for k, v in row.items()}
+                           for row in FALL.heldout], train=FALL.train)
+    record = al.score(collected(ref=ref), CFG)
+    assert record["skipped"] == []
+    (run,) = record["runs"]
+    assert (run["label"], run["onset"]) == ("collapsed", 100)
+
+
 def test_missing_or_short_curves_are_counted_skips_with_a_note() -> None:
     short = RunData(heldout=heldout([0.3, 0.5], [None, 0.2]), train=train(25))
     gaps = RunData(heldout=heldout([0.3, None, 0.5], [None, 0.2, 0.3]), train=train(50))  # 2 values
