@@ -754,7 +754,7 @@ def provenance_html(prov: Provenance) -> str:
         planned = f" (params.seeds: {', '.join(map(str, prov.planned_seeds))})"
     preset = prov.preset or ("default" if prov.planned_seeds is not None else "unknown")
     items = [f"preset <b>{esc(preset)}</b>",
-             f"commit <code>{esc(prov.commit)}</code>" + (" + uncommitted changes" if prov.dirty else ""),
+             f"commit <code>{esc(prov.commit)}</code>" + (" + uncommitted code" if prov.dirty else ""),
              f"built {esc(prov.date)}", f"seeds {esc(seeds)}{esc(planned)}",
              f"{prov.methods} method{'s' * (prov.methods != 1)}"]
     info = prov.base_model or {}
@@ -909,8 +909,8 @@ def html_page(agg: dict[str, dict], collected: Collected, results: list[TaskResu
     parts.append("<section id='claims'><h2>The papers' claims</h2>")
     open_ = sum(v.verdict == INCONCLUSIVE for v in found)
     parts.append(f"<p class='muted'>Each claim tested on the study's runs ({MIN_SEEDS} seeds per "
-                 f"arm needed); {len(found) - open_} of {len(found)} decided, the others say what "
-                 "is missing.</p>")
+                 f"arm needed); {len(found) - open_} of {len(found)} decided; each undecided claim "
+                 "says why.</p>")
     parts.append(claims_html(found, claim_notes) + "</section>")
 
     headline_keys = [m for res in results for m in res.metrics]

@@ -377,7 +377,8 @@ def provenance(params: Params | None, collected: Collected, data_dir: Path,
     return Provenance(
         preset=params.preset if params is not None else None,
         commit=_git("rev-parse", "--short=7", "HEAD") or "unknown",
-        dirty=bool(_git("status", "--porcelain", "--untracked-files=no")),
+        # Code or params that differ from the commit; the results the pipeline rewrites do not count.
+        dirty=bool(paths.code_changes(_git("status", "--porcelain", "--untracked-files=no"))),
         date=(now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC"),
         seeds=sorted({s for seeds in collected.runs.values() for s in seeds if s is not None}),
         planned_seeds=list(params.seeds) if params is not None else None,

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from core.params import ROOT
+from core.paths import code_changes
 
 
 class StageFailed(RuntimeError):
@@ -257,16 +258,10 @@ def git(args: list[str], root: Path) -> str:
     return r.stdout.strip()
 
 
-# Tracked files the pipeline itself rewrites while it runs: they may differ from the commit
-# the workers check out (the stages' code and params may not).
-_RESULT_PATHS = ("dvc.lock", "data/", "reports/", "studies/")
-
-
 def committed_revision(root: Path = ROOT) -> str:
-    """HEAD, provided the code and params in `root` are committed (workers run that commit)."""
-    changed = [line.split(maxsplit=1)[1] for line in
-               git(["status", "--porcelain", "--untracked-files=no"], root).splitlines()]
-    dirty = [p for p in changed if not p.startswith(_RESULT_PATHS)]
+    """HEAD, provided the code and params in `root` are committed (workers run that commit; the
+    results the pipeline rewrites, `core.paths.RESULT_PATHS`, may differ from it)."""
+    dirty = code_changes(git(["status", "--porcelain", "--untracked-files=no"], root))
     if dirty:
         raise StageFailed("the pool executor runs the committed code on every worker; commit "
                           f"(and push to the workers' git remote) first: {', '.join(dirty[:8])}")

@@ -391,6 +391,23 @@ def git_short() -> str:
                           text=True).stdout.strip() or "unknown"
 
 
+@pytest.mark.parametrize("status, dirty", [
+    ("", False),
+    # What the pipeline rewrites while it runs is a result, not a change to the commit's code.
+    ("M dvc.lock\n M reports/summary.md\n M data/eval/rlvr/seed0/metrics.json\n M studies/x/dvc.lock",
+     False),
+    ("M dvc.lock\n M flows/report.py", True),
+    ("M params.yaml", True),
+])
+def test_the_header_flags_uncommitted_code_not_the_pipelines_results(tmp_path, monkeypatch,
+                                                                     status, dirty) -> None:
+    import flows.report_collect as rc
+
+    monkeypatch.setattr(rc, "_git", lambda *args: status if args[0] == "status" else "abc1234")
+    prov = rc.provenance(load(), rc.Collected(runs={}, notes=[]), make_data(tmp_path), now=NOW)
+    assert (prov.commit, prov.dirty) == ("abc1234", dirty)
+
+
 def test_the_header_says_preset_commit_date_and_seeds(tmp_path) -> None:
     data = make_data(tmp_path)
     write(data / "base_model_info.json", {"parameters": 1869504, "sft_steps": 900})
