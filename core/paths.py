@@ -11,19 +11,6 @@ PREPARED = DATA / "prepared"
 BASE_MODEL = DATA / "base_model"
 COMPONENTS = DATA / "components"
 REPORTS = ROOT / "reports"
-# Tracked files the pipeline itself rewrites while it runs: results, not code or params.
-RESULT_PATHS = ("dvc.lock", "data/", "reports/", "studies/")
-
-
-def code_changes(porcelain: str) -> list[str]:
-    """The changed tracked paths in `git status --porcelain` output that are not results
-    (RESULT_PATHS): the code and params that differ from the commit.
-
-    >>> code_changes(" M dvc.lock\\n M flows/report.py\\n M reports/summary.md")
-    ['flows/report.py']
-    """
-    changed = [line.split(maxsplit=1)[1] for line in porcelain.splitlines() if line.strip()]
-    return [p for p in changed if not p.startswith(RESULT_PATHS)]
 
 
 def base_model_dir(params: Params) -> Path:

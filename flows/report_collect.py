@@ -25,6 +25,7 @@ import numpy as np
 from core import paths
 from core.io import read_json
 from core.params import ROOT, Params
+from tasks.stages import code_changes
 
 # The metrics a task is judged by (higher is better for each), first the one its methods are
 # ranked by. A task missing here is judged by `<task>/pass@1`.
@@ -378,7 +379,7 @@ def provenance(params: Params | None, collected: Collected, data_dir: Path,
         preset=params.preset if params is not None else None,
         commit=_git("rev-parse", "--short=7", "HEAD") or "unknown",
         # Code or params that differ from the commit; the results the pipeline rewrites do not count.
-        dirty=bool(paths.code_changes(_git("status", "--porcelain", "--untracked-files=no"))),
+        dirty=bool(code_changes(_git("status", "--porcelain", "--untracked-files=no"))),
         date=(now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC"),
         seeds=sorted({s for seeds in collected.runs.values() for s in seeds if s is not None}),
         planned_seeds=list(params.seeds) if params is not None else None,

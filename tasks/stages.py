@@ -38,7 +38,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from core.params import ROOT
-from core.paths import code_changes
 
 
 class StageFailed(RuntimeError):
@@ -258,9 +257,25 @@ def git(args: list[str], root: Path) -> str:
     return r.stdout.strip()
 
 
+# Tracked files the pipeline itself rewrites while it runs: results, not code or params. (Here, not
+# in core/paths.py: that file is in every run's code digest, flows/configure.py.)
+RESULT_PATHS = ("dvc.lock", "data/", "reports/", "studies/")
+
+
+def code_changes(porcelain: str) -> list[str]:
+    """The changed tracked paths in `git status --porcelain` output that are not results
+    (RESULT_PATHS): the code and params that differ from the commit.
+
+    >>> code_changes(" M dvc.lock\\n M flows/report.py\\n M reports/summary.md")
+    ['flows/report.py']
+    """
+    changed = [line.split(maxsplit=1)[1] for line in porcelain.splitlines() if line.strip()]
+    return [p for p in changed if not p.startswith(RESULT_PATHS)]
+
+
 def committed_revision(root: Path = ROOT) -> str:
     """HEAD, provided the code and params in `root` are committed (workers run that commit; the
-    results the pipeline rewrites, `core.paths.RESULT_PATHS`, may differ from it)."""
+    results the pipeline rewrites, RESULT_PATHS, may differ from it)."""
     dirty = code_changes(git(["status", "--porcelain", "--untracked-files=no"], root))
     if dirty:
         raise StageFailed("the pool executor runs the committed code on every worker; commit "
