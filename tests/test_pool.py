@@ -52,13 +52,14 @@ def test_two_workers_run_the_study_and_survive_a_killed_worker(tmp_path):
     try:
         procs["prefect"] = _start([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1",
                                    "--port", str(prefect_port)], coord, env, logs / "prefect.log")
+        # scripts/mlflow_server.sh runs the repository's .venv; the clone has none. Linked before
+        # the server starts: the script can reach its mlflow call first (a CI rehearsal failed so).
+        (coord / ".venv").symlink_to(BIN.parent)
         procs["mlflow"] = _start(["bash", "scripts/mlflow_server.sh"], coord,
                                  dict(env, MLFLOW_PORT=str(mlflow_port),
                                       MLFLOW_BACKEND_URI=f"sqlite:///{tmp_path / 'mlflow.db'}",
                                       MLFLOW_ARTIFACTS=str(tmp_path / "mlflow-artifacts")),
                                  logs / "mlflow.log")
-        # scripts/mlflow_server.sh runs the repository's .venv; the clone has none.
-        (coord / ".venv").symlink_to(BIN.parent)
         _wait_healthy(f"http://127.0.0.1:{prefect_port}/api/health")
         _wait_healthy(f"http://127.0.0.1:{mlflow_port}/health")
         sh([str(BIN / "dvc"), "remote", "add", "--local", "-d", "shared", str(remote)], coord, env)
