@@ -156,16 +156,17 @@ def test_a_keyword_dump_pays_under_direct_matching_not_under_ordered_lcs(tmp_pat
     assert stats.kept == len(faithful)
     write_components(tmp_path / "facts_train.jsonl", components, stats)
 
-    def content(mode: str, rows: list[dict], content_only: bool = True) -> float:
-        kwargs = dict(content_only=True, content_weight=1.0) if content_only else {}
+    def mean_reward(mode: str, rows: list[dict], whole: bool = False) -> float:
+        """RLVRR's content reward alone, or the whole reward (content and style) with `whole`."""
+        kwargs = {} if whole else dict(content_only=True, content_weight=1.0)
         reward = RlvrrReward(tmp_path / "facts_train.jsonl", mode=mode, **kwargs)
         return statistics.mean(reward(prompts=[r["prompt"] for r in rows],
                                       completions=[r["demonstration"] for r in rows],
                                       prompt_id=[r["id"] for r in rows]))
 
-    assert content("direct", faithful) == content("ordered", faithful) == 1.0
-    assert content("direct", dumps) == 1.0  # every keyword is there
-    assert content("ordered", dumps) <= 0.5  # each said twice: LCS / the longer sequence
+    assert mean_reward("direct", faithful) == mean_reward("ordered", faithful) == 1.0
+    assert mean_reward("direct", dumps) == 1.0  # every keyword is there
+    assert mean_reward("ordered", dumps) <= 0.5  # each said twice: LCS / the longer sequence
     # The task's truth (in-order coverage) sees a random order.
     assert statistics.mean(facts.coverage(r["demonstration"], r["gold_facts"]) for r in dumps) < 0.8
 
@@ -174,7 +175,7 @@ def test_a_keyword_dump_pays_under_direct_matching_not_under_ordered_lcs(tmp_pat
     # loses to the complete description. So the shortcut pays only a policy that cannot write
     # the complete one; the keyword_dump study's base can (README, the lcs_beats_direct claim).
     partial = facts.generate(random.Random(5), 40, "train", drop_frac=0.5, wrong_style_frac=0.0)
-    full = {(mode, name): content(mode, rows, content_only=False)
+    full = {(mode, name): mean_reward(mode, rows, whole=True)
             for mode in ("direct", "ordered")
             for name, rows in (("faithful", faithful), ("dump", dumps), ("partial", partial))}
     assert full["direct", "faithful"] > full["direct", "dump"] > full["direct", "partial"]
