@@ -22,12 +22,14 @@ from world import arith, facts, generate_world
 # The default world (params.yaml, no preset) as the study of record has it: the md5 that DVC
 # records in dvc.lock for `data/prepared` (prepare's output), and digests of what the base is built
 # from, computed with the code before these settings existed. A change to the default world must
-# change them here, knowingly.
-DEFAULT_PREPARED_MD5 = "141de5d5e8acd27cc2a24da373d4bd9e"
+# change them here, knowingly. Changed knowingly once: the role rows moved to a pool of problems
+# disjoint from every trained or scored split (world/generate.py `role_pool`), which changes the
+# prepared files and phase 2's rows, not the corpus or phase 1.
+DEFAULT_PREPARED_MD5 = "82c0397b33ce111227f08363eb7ef67e"
 DEFAULT_FILES = 15
 DEFAULT_CORPUS = "651cde5ae7038f0a"
 DEFAULT_SFT_PHASE1 = "645e6abcaa174aad"
-DEFAULT_SFT_PHASE2 = "f7c0c7e4d75ef422"
+DEFAULT_SFT_PHASE2 = "f6b7df022a4c7f35"
 
 
 def dvc_dir_md5(folder) -> str:
@@ -55,6 +57,28 @@ def test_default_world_corpus_and_sft_rows_are_the_study_of_records(tmp_path):
                            p.seed + 1)) == DEFAULT_SFT_PHASE2
     # The opt-in SFT families weigh 0 unless a preset lists them.
     assert not {"arith_cf", "arith_ref"} & (set(sft.mix) | set(sft.roles.mix))
+
+
+def test_role_rows_never_show_a_problem_the_policy_trains_or_is_scored_on(tmp_path):
+    """The evaluator, rubricator and judge rows state YES/NO from the gold: drawn from the
+    arith train problems, an RLME reward could be memorised gold (issue: train AUROC above val
+    and test). Their problems come from a pool disjoint from every split of every policy task."""
+    p = load()
+    prepare(p, tmp_path)
+
+    def questions(pattern):
+        return {json.loads(line)["question"] for f in tmp_path.glob(pattern)
+                for line in f.read_text().splitlines() if "question" in json.loads(line)}
+
+    policy = questions("arith_*.jsonl") | questions("arith_cf_*.jsonl") | questions("pairs_*.jsonl")
+    role_prompts = [json.loads(line)["prompt"] for fam in ("evaluator", "rubricator", "judge")
+                    for line in (tmp_path / f"{fam}_train.jsonl").read_text().splitlines()]
+    assert len(role_prompts) > 3 * p.world.arith.n_train
+    leaked = [q for q in policy if any(f"Problem: {q}\n" in r for r in role_prompts[:2000])]
+    assert leaked == []
+    # ... and the pool is full-size and its own: as many evaluator rows as before, none shared.
+    n_ev = len((tmp_path / "evaluator_train.jsonl").read_text().splitlines())
+    assert n_ev == p.world.arith.n_train * p.world.evaluator.per_problem
 
 
 def world_with(**sections):

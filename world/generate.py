@@ -57,19 +57,44 @@ def generate_world(cfg, out_dir: str | Path) -> dict[str, int]:
     made = {}
     for (family, split), make in jobs.items():
         made[(family, split)] = make(_rng(cfg.seed, family, split))
-    # Role families (SFT only): examples per arith train problem (the evaluator may have several).
+    # Role families (SFT only): examples per problem of the role pool (the evaluator may have
+    # several). The pool is arith problems drawn like the train split but from a stream of their
+    # own, with every question GRPO trains or is scored on removed: the evaluator RLME trusts and
+    # the judge never saw the gold of a problem the policy is rewarded on.
+    pool = role_pool(cfg, made)
     ev = cfg.evaluator
     for family, make, per in (
             ("evaluator", lambda r, row: roles.evaluator_row(r, row, ev.kinds), ev.per_problem),
             ("rubricator", roles.rubricator_row, 1)):
-        made[(family, "train")] = roles.generate(_rng(cfg.seed, family, "train"),
-                                                 made[("arith", "train")], make, per)
+        made[(family, "train")] = roles.generate(_rng(cfg.seed, family, "train"), pool, make, per)
     # The judge's minimal pairs (2-3 rows per problem): what teaches the base to catch a wrong box.
     rng = _rng(cfg.seed, "judge", "train")
-    made[("judge", "train")] = [e for r in made[("arith", "train")]
-                                for e in roles.judge_rows(rng, r)]
+    made[("judge", "train")] = [e for r in pool for e in roles.judge_rows(rng, r)]
     counts = {}
     for (family, split), rows in made.items():
         write_jsonl(out_dir / f"{family}_{split}.jsonl", rows)
         counts[f"{family}_{split}"] = len(rows)
     return counts
+
+
+def role_pool(cfg, made: dict[tuple[str, str], list[dict]]) -> list[dict]:
+    """`arith.n_train` problems for the role families, none of whose questions appears in any
+    split of a family the policy is trained or scored on (arith, arith_cf, arith_ref, pairs).
+
+    Drawn from the `arith:roles` stream in rounds until full, so the pool's size never depends on
+    how many draws collided; rows keep the train split's schema and ids (`arith-train-NNNNN`), so
+    role rows are named as before.
+    """
+    a = cfg.arith
+    taken = {r["question"] for rows in made.values() for r in rows if "question" in r}
+    rng = _rng(cfg.seed, "arith:roles", "train")
+    pool: list[dict] = []
+    while len(pool) < a.n_train:
+        drawn = arith.generate(rng, a.n_train - len(pool), "train", min_ops=a.min_ops,
+                               max_ops=a.max_ops, max_value=a.max_value, sloppy_frac=a.sloppy_frac,
+                               hint_frac=0.0)
+        for row in drawn:
+            if row["question"] not in taken:
+                taken.add(row["question"])
+                pool.append({**row, "id": f"arith-train-{len(pool):05d}"})
+    return pool
