@@ -281,6 +281,24 @@ def phase1_stamp(prepared: Path, cfg, seed: int) -> str:
     return h.hexdigest()[:16]
 
 
+def load_checkpoint(path: Path):
+    """(model, tokenizer) of a tiny checkpoint, in float32 on any device, for training on.
+
+    Not `models.policy.load_policy`: the base is built from this file alone (its DVC stage lists
+    no other model code, so the base of record stays up to date while the policy loader changes),
+    and a tiny model trains in float32 whatever hardware builds it. Tokenizer as the policy
+    loader sets it: left padding, EOS as the pad token if it has none.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32), tokenizer
+
+
 def train_base(prepared: Path, out_dir: Path, cfg, seed: int, work_dir: Path) -> dict:
     """Tokenizer + model from scratch, in two SFT phases; saved with `save_pretrained`.
 
@@ -292,8 +310,6 @@ def train_base(prepared: Path, out_dir: Path, cfg, seed: int, work_dir: Path) ->
     it depends on, so changing only the roles re-runs only phase 2.
     """
     import torch
-
-    from models.policy import load_policy
 
     phase1 = Path(work_dir) / "phase1"
     stamp = phase1_stamp(prepared, cfg, seed)
@@ -311,7 +327,7 @@ def train_base(prepared: Path, out_dir: Path, cfg, seed: int, work_dir: Path) ->
         model.save_pretrained(phase1)
         tokenizer.save_pretrained(phase1)
         (phase1 / "stamp").write_text(stamp)
-    model, tokenizer = load_policy(phase1, for_training=True)
+    model, tokenizer = load_checkpoint(phase1)
     roles = cfg.sft.roles
     if roles is not None and roles.steps > 0:
         torch.manual_seed(seed + 1)
@@ -332,20 +348,19 @@ def train_judge(prepared: Path, base_dir: Path, out_dir: Path, cfg, seed: int, w
     (`base_model.judge`: steps, learning rate, warm-up; batch size of `base_model.sft`).
 
     An external RLME evaluator (a model directory): it forgets how to solve problems, which a
-    judge does not need, and learns to catch a wrong box. Every arith train problem gives its
-    rows (drawn with `seed`); the SFT stream samples them with replacement and trains with
-    `judge.seed`. Learning the comparison is a sudden transition whose timing depends on that
+    judge does not need, and learns to catch a wrong box. Its rows are the prepared
+    `judge_train` minimal pairs, whose problems no policy trains or is scored on
+    (world/generate.py `role_pool`); the SFT stream samples them with replacement (drawn with
+    `seed`) and trains with `judge.seed`. Learning the comparison is a sudden transition whose timing depends on that
     seed and even on the thread count (1200 steps gave AUROC 0.56-0.76 across seeds and runs;
     docs/results.md), which is why the seed is a parameter and the default trains 2400 steps.
     """
     import torch
 
     from models.policy import load_policy
-    from world import roles
 
     rng = random.Random(seed)
-    pool = [(e["prompt"], e["demonstration"]) for r in read_jsonl(prepared / "arith_train.jsonl")
-            for e in roles.judge_rows(rng, r)]
+    pool = [(e["prompt"], e["demonstration"]) for e in read_jsonl(prepared / "judge_train.jsonl")]
     judge = cfg.judge
     rows = [dict(zip(("prompt", "completion"), rng.choice(pool)))
             for _ in range(judge.steps * cfg.sft.batch_size)]
