@@ -45,7 +45,7 @@ test-slow: setup  ## tiny-model training, dvc repro of the micro preset, Prefect
 ci: test test-slow
 
 mlflow-ui: setup  ## compare methods in the MLflow UI on http://127.0.0.1:5000
-	@echo "runs table: http://127.0.0.1:5000/#/experiments/1?workflowType=machine_learning"
+	@echo "runs table: $$($(PY) -m tasks.tracking --url)"
 	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///$(abspath mlflow/mlflow.db) --host 127.0.0.1 --port 5000 -w 1
 
 prefect-server: setup  ## local Prefect server (sqlite under .prefect/) on http://127.0.0.1:4200

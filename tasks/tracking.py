@@ -1,5 +1,10 @@
-"""MLflow tracking: one sqlite store under `mlflow/`, one experiment, a run per (method, seed,
-config), each pipeline invocation a parent run over the runs it created.
+"""MLflow tracking: one sqlite store under `mlflow/`, one experiment, a run per (study, method,
+seed, config), each pipeline invocation a parent run over the runs it created.
+
+A study is the preset a run's params select (`preset` tag; `default` when none): the same method
+and seed on another base (`make studies`, tasks/studies.py) is another run, named
+`<preset>/<method>-seed<S>` in the runs table, and the saved comparison draws one chart per
+study and task, never overlaying runs of different bases.
 
 The tracking URI is absolute and resolved from the repository root, so every stage, test and the
 `mlflow ui` command see the same store whatever the current directory (MLflow's default path
@@ -96,12 +101,54 @@ def run(name: str, tags: dict[str, str], params: dict | None = None, run_id: str
 
     setup()
     tags = {**tags, **invocation_tags(new=run_id is None)}
+    name = run_name(name, tags.get("preset"))
     with mlflow.start_run(run_id=run_id, run_name=None if run_id else name, tags=tags) as active:
         if params and not run_id:
             items = list(flatten(params).items())
             for i in range(0, len(items), 100):
                 mlflow.log_params(dict(items[i:i + 100]))
         yield active
+
+
+def run_name(name: str, preset: str | None) -> str:
+    """A run's name in the runs table: `name` in the default study, `<preset>/<name>` in a
+    preset's (the same method and seed on another base must not read as the same run).
+
+    >>> run_name("rlme-seed0", None), run_name("rlme-seed0", "default"), run_name("rlme-seed0", "hint_copier")
+    ('rlme-seed0', 'rlme-seed0', 'hint_copier/rlme-seed0')
+    """
+    return name if preset in (None, "", "default") else f"{preset}/{name}"
+
+
+def experiment_url(host: str = "http://127.0.0.1:5000") -> str:
+    """The MLflow UI's runs table of the lab's experiment, found by name (ids differ between
+    stores; a fresh clone's store is created here, with the experiment, so the link opens)."""
+    import mlflow
+
+    setup()
+    exp = mlflow.get_experiment_by_name(os.environ["MLFLOW_EXPERIMENT_NAME"])
+    return f"{host.rstrip('/')}/#/experiments/{exp.experiment_id}?workflowType=machine_learning"
+
+
+def training_progress(method: str, seed: int, preset: str | None = None) -> tuple[int, int] | None:
+    """(step, max_steps) of the running training of (study, method, seed), read from its MLflow
+    run: the newest step of its logged training metrics and transformers' `max_steps` param.
+    None when no such run is running or it has logged no step yet."""
+    from mlflow.tracking import MlflowClient
+
+    match = {"stage": "train", "reward_method": method, "seed": str(seed),
+             "preset": preset or "default"}
+    running = [r for r in previous_runs(match) if r.info.status == "RUNNING"]
+    if not running:
+        return None
+    r = running[0]
+    total = r.data.params.get("max_steps")
+    client = MlflowClient()
+    steps = [m.step for key in ("reward", "loss") if key in r.data.metrics
+             for m in client.get_metric_history(r.info.run_id, key)]
+    if not steps or not total or not str(total).lstrip("-").isdigit() or int(total) <= 0:
+        return None
+    return max(steps), int(total)
 
 
 def invocation_tags(new: bool) -> dict[str, str]:
@@ -226,33 +273,58 @@ def comparison_link(experiment_id: str, run_ids: list[str], metric: str) -> str:
     return f"#/metric/?{urlencode(query, quote_via=quote)}"
 
 
+def study_of(tags: dict[str, str]) -> str:
+    """The study a run belongs to: its `preset` tag (runs from before the tag: `default`)."""
+    return tags.get("preset") or "default"
+
+
 def save_comparison(parent_run_id: str | None = None) -> str:
-    """Set up the saved comparison of held-out accuracy across methods: for each task, a link to
-    one chart of its headline held-out curve with the newest training run of every (method,
-    seed) on that task overlaid. The links go into the experiment's description (shown above the
-    runs table) and the pipeline invocation's parent run note. Returns the markdown."""
+    """Set up the saved comparison of held-out accuracy across methods: for each study (preset)
+    and task, a link to one chart of its headline held-out curve with the newest training run of
+    every (study, method, seed) on that task overlaid; the default study first. Runs of another
+    study stand on another base, so they get charts of their own and never replace a default
+    run. The links go into the experiment's description (shown above the runs table) and the
+    pipeline invocation's parent run note. Returns the markdown."""
     from mlflow.tracking import MlflowClient
 
     setup()
     client = MlflowClient()
     exp = client.get_experiment_by_name(os.environ["MLFLOW_EXPERIMENT_NAME"])
-    newest: dict[tuple[str, str], object] = {}
+    newest: dict[tuple[str, str, str], object] = {}
     for r in previous_runs({"stage": "train"}):  # newest first
-        key = (r.data.tags.get("reward_method", ""), r.data.tags.get("seed", ""))
+        key = (study_of(r.data.tags), r.data.tags.get("reward_method", ""), r.data.tags.get("seed", ""))
         newest.setdefault(key, r)
-    by_task: dict[str, list] = {}
-    for (_method, _seed), r in sorted(newest.items()):
-        by_task.setdefault(r.data.tags.get("task", ""), []).append(r)
+    groups: dict[tuple[str, str], list] = {}
+    for (study, _method, _seed), r in sorted(newest.items(), key=lambda kv: (kv[0][0] != "default", kv[0])):
+        groups.setdefault((study, r.data.tags.get("task", "")), []).append(r)
     lines = ["### Held-out accuracy, every method (saved by the pipeline)", ""]
-    for task, runs in by_task.items():
+    for (study, task), runs in groups.items():
         metric = HEADLINE_CURVES.get(task)
         if metric is None:
             continue
         names = ", ".join(sorted({r.data.tags.get("reward_method", "?") for r in runs}))
         link = comparison_link(exp.experiment_id, [r.info.run_id for r in runs], metric)
-        lines.append(f"- [{task}: `{metric}`, {len(runs)} runs ({names})]({link})")
+        lines.append(f"- [{study} study, {task}: `{metric}`, {len(runs)} runs ({names})]({link})")
     text = "\n".join(lines) + "\n"
     client.set_experiment_tag(exp.experiment_id, "mlflow.note.content", text)
     if parent_run_id:
         client.set_tag(parent_run_id, "mlflow.note.content", text)
     return text
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    p = argparse.ArgumentParser(description="The lab's MLflow store (tasks/tracking.py).")
+    p.add_argument("--url", action="store_true",
+                   help="print the UI's runs-table URL of the lab's experiment (found by name)")
+    p.add_argument("--host", default="http://127.0.0.1:5000", help="where `mlflow ui` serves")
+    args = p.parse_args(argv)
+    if args.url:
+        print(experiment_url(args.host))
+    else:
+        p.print_help()
+
+
+if __name__ == "__main__":
+    main()
