@@ -34,6 +34,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from core.params import ROOT, Params, ParamsError, load
 from tasks import stages as st
+from tasks.progress import Board
 
 # Matrix stages are named `<stage>@<method>-<seed>` by DVC.
 _MATRIX = re.compile(r"^(?P<kind>[^@]+)@(?P<method>.+)-(?P<seed>-?\d+)$")
@@ -268,6 +269,7 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
     running: dict = {}
     pending = list(order)
     depth = depths(graph, order)
+    board, shown, bar = Board(), time.monotonic(), _progress_artifact(len(order))
     while pending or running:
         ready = []
         for s in list(pending):
@@ -281,16 +283,24 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
         for s, threads in starts(ready, len(running), limit, os.cpu_count() or 1, fixed):
             pending.remove(s)
             running[s] = start(s, threads)
+            board.start(s, time.monotonic())
         time.sleep(0.5)
+        ended = False
         for s, future in list(running.items()):
             state = future.state
             if state.is_final():
                 del running[s]
+                board.end(s)
+                ended = True
                 if state.is_completed():
                     results[s] = future.result()
                 else:
                     failed[s] = _exception_text(state.message or state.name)
                     logger.error("%s failed: %s", s, failed[s])
+        if ended or time.monotonic() - shown >= PROGRESS_EVERY_S:
+            shown = time.monotonic()
+            _show_progress(board, running, params.preset, len(results) + len(failed) + len(blocked),
+                           len(order), logger, bar)
     ran = [s for s, r in results.items() if r.get("action") != "skip"]
     logger.info("pipeline: %d stages ran or restored, %d up to date, %d failed, %d not run",
                 len(ran), len(results) - len(ran), len(failed), len(blocked))
@@ -304,6 +314,48 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
         raise kind("; ".join(failed.values())
                    + (f" ({len(blocked)} downstream stage(s) not run)" if blocked else ""))
     return results
+
+
+# How often the pipeline logs its progress line while stages run (also whenever a stage ends).
+PROGRESS_EVERY_S = 60
+
+
+def _progress_artifact(total: int) -> object | None:
+    """A progress bar in the Prefect UI's flow-run page (None where the API refuses it)."""
+    from prefect.artifacts import create_progress_artifact
+
+    try:
+        return create_progress_artifact(0.0, key="pipeline-progress",
+                                        description=f"stages done of {total}")
+    except Exception:  # noqa: BLE001 - progress is never worth failing the study for
+        return None
+
+
+def _show_progress(board: Board, running: dict, preset: str | None, done: int, total: int,
+                   logger, bar: object | None) -> None:
+    """Log the progress line (stages done / total, each running training's step of its total
+    and ETA from its MLflow run, tasks/progress.py) and move the Prefect UI's progress bar."""
+    from tasks import tracking
+
+    now = time.monotonic()
+    for s in running:
+        m = _MATRIX.match(s)
+        if m is None or m["kind"] != "train":
+            continue
+        try:
+            seen = tracking.training_progress(m["method"], int(m["seed"]), preset)
+        except Exception:  # noqa: BLE001 - a busy sqlite store must not stop the study
+            seen = None
+        if seen:
+            board.observe(s, seen[0], seen[1], now)
+    logger.info(board.line(done, total, now))
+    if bar is not None:
+        from prefect.artifacts import update_progress_artifact
+
+        try:
+            update_progress_artifact(bar, 100.0 * done / max(1, total))  # type: ignore[arg-type]
+        except Exception:  # noqa: BLE001
+            pass
 
 
 @flow(name="stage", log_prints=True)
