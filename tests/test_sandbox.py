@@ -89,6 +89,11 @@ HOSTILE = [
     ("top_level_loop", "while True:\n    pass\n" + body("return True"), {"rejected"}),
     ("no_check_function", "def other(response):\n    return True\n", {"rejected"}),
     ("two_check_functions", body("return True") + body("return True"), {"rejected"}),
+    # An always-True check that never runs its own code (issue 35): `check` rebound after its def.
+    ("check_rebound_to_bool", body("return False") + "check = bool\n", {"rejected"}),
+    ("check_rebound_by_walrus", body("return False") + "x = (check := bool)\n", {"rejected"}),
+    ("check_rebound_in_comprehension", body("return False")
+     + "x = [(check := bool) for _ in [0]]\n", {"rejected"}),
     ("syntax_error", "def check(response) return True", {"rejected"}),
     ("huge_source", body("return True") + "X = '" + "a" * 30_000 + "'\n", {"rejected"}),
     ("module_internals_json_codecs", body("return json.codecs.open('TARGET', 'w') is not None"), {"raised"}),
@@ -265,6 +270,8 @@ def test_only_exact_true_counts(sandbox: StyleSandbox) -> None:
 
 
 def _worker_pid(box: StyleSandbox) -> int:
+    """The worker's process group (the process the sandbox started, its PID namespace's init and
+    the worker proper): signals go to the whole group."""
     box.run([WORDS_AT_MOST_5], ["warm"])
     worker = box._box[0]
     assert worker is not None
@@ -276,7 +283,7 @@ def test_hang_kills_worker_and_the_rest_runs_on_a_fresh_one() -> None:
     not retried in the batch, and every other cell (same response included) still runs."""
     with StyleSandbox(cpu_seconds=CPU_SECONDS, wall_seconds=0.3) as box:
         pid = _worker_pid(box)
-        os.kill(pid, signal.SIGSTOP)
+        os.killpg(pid, signal.SIGSTOP)
         other = WORDS_AT_MOST_5 + "\n"
         result = box.run([WORDS_AT_MOST_5, other], ["a", "b"])
         assert result == [[False, False], [True, True]]
@@ -300,8 +307,8 @@ def test_worker_crash_mid_batch_is_counted_and_recovered() -> None:
     """Same rule as a hang: the crashed cell scores False and its check is not run again."""
     with StyleSandbox(cpu_seconds=CPU_SECONDS, wall_seconds=5.0) as box:
         pid = _worker_pid(box)
-        os.kill(pid, signal.SIGSTOP)
-        killer = threading.Timer(0.2, os.kill, args=(pid, signal.SIGKILL))
+        os.killpg(pid, signal.SIGSTOP)
+        killer = threading.Timer(0.2, os.killpg, args=(pid, signal.SIGKILL))
         killer.start()
         try:
             result = box.run([WORDS_AT_MOST_5, WORDS_AT_MOST_5 + "\n"], ["a", "b"])
@@ -314,7 +321,7 @@ def test_worker_crash_mid_batch_is_counted_and_recovered() -> None:
 def test_worker_dead_between_calls_is_restarted() -> None:
     with StyleSandbox(cpu_seconds=CPU_SECONDS) as box:
         pid = _worker_pid(box)
-        os.kill(pid, signal.SIGKILL)
+        os.killpg(pid, signal.SIGKILL)
         box._box[0].proc.wait(timeout=10)
         assert box.run([WORDS_AT_MOST_5], ["a"]) == [[True]]
         assert box.counters.worker_restarts == 1

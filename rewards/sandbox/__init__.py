@@ -15,9 +15,15 @@ would stop the common attacks on its own:
    read-only proxies of ``re``, ``math``, ``string`` and ``json``. The worker caps its address
    space (``RLIMIT_AS``), forbids new file descriptors, file writes, core dumps, new processes
    and ``socket`` imports, lowers the recursion limit, and bounds CPU per cell with a
-   profiling timer plus a ``RLIMIT_CPU`` backstop. Run as root it also chroots into an
-   empty, deleted directory and drops to uid ``nobody``; run as an ordinary user, the static
-   layer is the one that must hold against unlinking or signalling what that user owns.
+   profiling timer plus a ``RLIMIT_CPU`` backstop. The OS layer then holds even against a
+   check that got past layer 1 and recovered ``os`` or ``ctypes``: new mount, PID, network and
+   IPC namespaces (and, for a trainer that is not root, an unprivileged user namespace), a
+   chroot into an empty, deleted directory (no ``/dev/shm``, no file of the trainer's), uid
+   ``nobody`` when the trainer is root, and a seccomp filter compiled by libseccomp (the
+   ``pyseccomp`` package over the system's ``libseccomp2``) that lets through only the system
+   calls serving a batch needs. Where the kernel refuses namespaces or seccomp the worker runs
+   without them and the trainer logs one warning naming what is missing.
+   tests/test_sandbox_os_layer.py runs the hostile checks as root and as an ordinary user.
 3. The parent (:mod:`rewards.sandbox.pool`) enforces a wall-clock limit per cell and never
    raises for anything a check does. All cells of a call go to the worker in one round trip;
    the worker reports each cell's status in shared memory, so the parent knows which cell hung.

@@ -7,7 +7,9 @@ anywhere inside a ``finally`` block (it discards the CPU-timeout exception in fl
 starting with ``__``; attributes starting with ``_`` or a frame/code/traceback prefix
 (``gi_ f_ co_ tb_ cr_ ag_``); ``.format``/``.format_map`` (format strings do attribute look-ups
 the AST cannot see) and ``.mro``; attribute assignment or deletion; any mention of ``open exec
-eval compile getattr type ...``.
+eval compile getattr type ...``; and any binding of the name ``check`` other than its one ``def``
+(``check = bool`` would score every non-empty response True without running a line of the
+check's own code).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import warnings
 from collections.abc import Iterator
 
 MAX_SOURCE_CHARS = 20_000
+CHECK_NAME = "check"
 
 FORBIDDEN_NAMES = frozenset({
     "open", "exec", "eval", "compile", "__import__", "input", "globals", "locals", "vars",
@@ -112,6 +115,10 @@ def _same_scope_nodes(root: ast.AST) -> Iterator[ast.AST]:
 
 
 def _identifier_problem(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name) and node.id == CHECK_NAME and not isinstance(node.ctx, ast.Load):
+        # `check = bool`, `(check := ...)`, `for check in ...`, `del check`: the scored function
+        # would not be the def the rest of the validation looked at.
+        return f"the name {CHECK_NAME!r} is bound other than by its def"
     for name in _names_of(node):
         if name.startswith("__"):
             return f"dunder or mangled name {name!r}"
@@ -145,7 +152,7 @@ def _module_shape_problem(tree: ast.Module) -> str | None:
         is_docstring = isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
         if not (is_docstring or isinstance(statement, _TOP_LEVEL_NODES)):
             return f"top-level {type(statement).__name__} (only assignments and defs allowed)"
-        if isinstance(statement, ast.FunctionDef) and statement.name == "check":
+        if isinstance(statement, ast.FunctionDef) and statement.name == CHECK_NAME:
             checks += 1
             args = statement.args
             if (len(args.posonlyargs) + len(args.args) != 1 or args.vararg or args.kwarg

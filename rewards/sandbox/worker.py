@@ -2,7 +2,7 @@
 
 Run as a script by :mod:`rewards.sandbox.pool`, never imported into the worker from the
 package: ``python -s -S -B -P worker.py --worker MEMORY_BYTES MARGIN_BYTES SHM_FD SHM_SIZE
-JAIL``. It imports only the standard library. Protocol:
+JAIL SECCOMP_FD``. It imports only the standard library. Protocol:
 
 - stdin: one JSON batch per line, ``{"cpu", "disable_after", "timeouts", "checks",
   "responses", "cells"}``;
@@ -18,6 +18,23 @@ JAIL``. It imports only the standard library. Protocol:
 Every cell execs the check's module code into a fresh namespace; afterwards the namespace is
 cleared and cyclic garbage collected (objects alive at start-up and the batch itself are frozen
 out of the collector, so a collection costs well under a microsecond).
+
+The OS layer (:func:`isolate`, :func:`lock_down`), once every import is done:
+
+- namespaces: new mount, PID, network, IPC and UTS namespaces, plus an unprivileged user
+  namespace when the trainer is not root (the trainer's uid mapped to 0 inside, nothing else).
+  The process the trainer started waits for a child that is PID 1 of the new PID namespace and
+  waits in turn for the worker proper (PID 2: not the namespace's init, so the kernel's default
+  signal actions, e.g. ``RLIMIT_CPU``'s SIGXCPU, still end it). The worker sees no other process;
+- an empty root: ``chroot`` into a directory the parent deletes once the worker is ready (no
+  ``/dev``, ``/dev/shm``, ``/proc`` or ``/tmp``; nothing can be created in a deleted directory),
+  then, for a root trainer, uid/gid ``nobody``;
+- a seccomp filter, compiled by libseccomp in the parent (:func:`rewards.sandbox.pool.seccomp_program`)
+  and passed in as BPF: only the system calls serving a batch needs are allowed, every other one
+  fails with EPERM.
+
+Where the kernel refuses a namespace or seccomp the worker runs without it and its ``ready`` line
+says so (the parent warns once).
 """
 
 from __future__ import annotations
@@ -42,6 +59,12 @@ except ImportError:  # pragma: no cover - non-Unix; the parent refuses to start 
 
 RECURSION_LIMIT = 200
 NOBODY_ID = 65534
+# <linux/sched.h>, <linux/prctl.h>, <linux/seccomp.h>
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
+PR_SET_PDEATHSIG, PR_SET_SECCOMP, PR_SET_NO_NEW_PRIVS = 1, 22, 38
+SECCOMP_MODE_FILTER = 2
+BPF_INSTRUCTION_BYTES = 8  # struct sock_filter
 MAX_CACHED_CODES = 512
 BLOCKED_MODULES = ("socket", "_socket", "ssl", "_ssl", "select", "_posixsubprocess", "mmap")
 
@@ -140,13 +163,69 @@ class AddressSpace:
         return int(data[:data.find(b" ")]) * self._page
 
 
-def lock_down(memory_bytes: int, jail: str | None) -> list[str]:
+def isolate(libc: object | None) -> list[str]:
+    """New namespaces for the worker (see the module doc); returns the ones that took effect.
+
+    The calling process and the PID namespace's init only wait for their child and exit with its
+    status (they close every descriptor first, so the parent sees the worker's pipe close when the
+    worker dies); only the worker itself (PID 2) returns from this function. A kernel that refuses
+    namespaces (no user namespaces for unprivileged users, a seccomp profile) leaves the worker as
+    it was: it returns ``[]`` and the ready line lacks ``pidns``.
+    """
+    if libc is None:
+        return []
+    root = os.geteuid() == 0
+    uid, gid = os.geteuid(), os.getegid()
+    flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
+    if not root:
+        flags |= CLONE_NEWUSER
+    if libc.unshare(flags) != 0:  # type: ignore[attr-defined]
+        return []
+    applied = ["mountns", "pidns", "netns", "ipcns"]
+    if not root:
+        try:
+            for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"),
+                               ("gid_map", f"0 {gid} 1")):
+                fd = os.open(f"/proc/self/{name}", os.O_WRONLY)
+                try:
+                    os.write(fd, text.encode())
+                finally:
+                    os.close(fd)
+            applied.append("userns")
+        except OSError:
+            pass
+    _fork_and_wait()  # the caller stays outside the PID namespace and waits for its init
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # type: ignore[attr-defined]
+    _fork_and_wait()  # the init (PID 1) waits for the worker (PID 2)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # type: ignore[attr-defined]
+    return applied
+
+
+def _fork_and_wait() -> None:
+    """Return in the child; in the parent, wait for the child and exit with its status."""
+    pid = os.fork()
+    if pid == 0:
+        return
+    os.closerange(0, 1 << 16)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:  # pragma: no cover - PEP 475 retries; belt and braces
+            continue
+    code = os.waitstatus_to_exitcode(status)
+    os._exit(code if code >= 0 else 128 - code)
+
+
+def lock_down(memory_bytes: int, jail: str | None, real_root: bool = False,
+              libc: object | None = None, seccomp_bpf: bytes = b"") -> list[str]:
     """Apply the process limits once every import is done; return what took effect.
 
-    If the worker runs as root it first chroots into an empty directory (which the parent then
-    deletes, so nothing can be created there) and drops to uid/gid ``nobody``: a check that got
-    past the static validator still sees no files, cannot signal the trainer, and is held by
-    ``RLIMIT_NPROC``, which the kernel does not enforce for root.
+    The worker chroots into an empty directory (which the parent then deletes, so nothing can be
+    created there): as root directly, as an ordinary user inside the user namespace that
+    :func:`isolate` made. A root trainer's worker then drops to uid/gid ``nobody``: a check that
+    got past the static validator still sees no files, cannot signal the trainer, and is held by
+    ``RLIMIT_NPROC``, which the kernel does not enforce for root. Last, the seccomp filter.
     """
     applied: list[str] = []
     for name in BLOCKED_MODULES:
@@ -155,8 +234,8 @@ def lock_down(memory_bytes: int, jail: str | None) -> list[str]:
     # New descriptors take the lowest free number, so a limit equal to it refuses every new one.
     lowest_free = os.open(os.devnull, os.O_RDONLY)
     os.close(lowest_free)
-    if jail is not None and os.geteuid() == 0:
-        applied.extend(_jail(jail))
+    if jail is not None:
+        applied.extend(_jail(jail, drop_to_nobody=real_root))
     limits = [
         ("core", resource.RLIMIT_CORE, 0),
         ("fsize", resource.RLIMIT_FSIZE, 0),
@@ -175,22 +254,55 @@ def lock_down(memory_bytes: int, jail: str | None) -> list[str]:
     sys.setrecursionlimit(RECURSION_LIMIT)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGPROF, _on_cpu_timer)
+    if libc is not None and seccomp_bpf and _load_seccomp(libc, seccomp_bpf):
+        applied.append("seccomp")
     return applied
 
 
-def _jail(jail: str) -> list[str]:
+def _jail(jail: str, drop_to_nobody: bool) -> list[str]:
     applied: list[str] = []
     try:
         os.chroot(jail)
         os.chdir("/")
         applied.append("chroot")
-        os.setgroups([])
-        os.setgid(NOBODY_ID)
-        os.setuid(NOBODY_ID)
-        applied.append("nobody")
+        if drop_to_nobody:
+            os.setgroups([])
+            os.setgid(NOBODY_ID)
+            os.setuid(NOBODY_ID)
+            applied.append("nobody")
     except OSError:
         pass
     return applied
+
+
+def _load_seccomp(libc: object, program: bytes) -> bool:
+    """Install a BPF seccomp filter (``no_new_privs`` first, as an unprivileged process must)."""
+    import ctypes
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    count = len(program) // BPF_INSTRUCTION_BYTES
+    if count == 0 or count * BPF_INSTRUCTION_BYTES != len(program) or count > 0xFFFF:
+        return False
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = SockFprog(count, ctypes.cast(buffer, ctypes.c_void_p))
+    ulong = ctypes.c_ulong
+    prctl = libc.prctl  # type: ignore[attr-defined]
+    if prctl(PR_SET_NO_NEW_PRIVS, ulong(1), ulong(0), ulong(0), ulong(0)) != 0:
+        return False
+    return bool(prctl(PR_SET_SECCOMP, ulong(SECCOMP_MODE_FILTER), ctypes.byref(fprog),
+                      ulong(0), ulong(0)) == 0)
+
+
+def _libc() -> object | None:
+    """The C library through ctypes (for unshare and prctl), or None where it cannot be loaded."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True)
+    except (ImportError, OSError):
+        return None
 
 
 class CpuBackstop:
@@ -330,7 +442,7 @@ def serve(proto_in: io.BufferedReader, proto_out: io.RawIOBase, shm: mmap.mmap,
 
 
 def main(memory_bytes: int, margin_bytes: int, shm_fd: int, shm_size: int,
-         jail: str | None) -> None:
+         jail: str | None, seccomp_fd: int | None = None) -> None:
     """Entry point: set up the protocol channels and the check environment, lock down, serve."""
     global _PROTO_OUT, _SHM
     # A BufferedReader at runtime; typeshed types sys.stdin.buffer as BinaryIO (the worker keeps
@@ -347,8 +459,17 @@ def main(memory_bytes: int, margin_bytes: int, shm_fd: int, shm_size: int,
     namespace_base: dict[str, object] = {"__builtins__": safe_builtins(), **provided_modules()}
     json.loads(json.dumps({"warm": ["up", 1.0]}))
     re.compile(r"(?i)\w+\s*[-*]").findall("warm up - *")
-    memory = AddressSpace()
-    applied = lock_down(memory_bytes, jail)
+    seccomp_bpf = b""
+    if seccomp_fd is not None:
+        seccomp_bpf = os.pread(seccomp_fd, 1 << 20, 0)
+        os.close(seccomp_fd)
+    real_root = os.geteuid() == 0
+    libc = _libc()
+    applied = isolate(libc)  # from here on this is the worker proper (PID 2 of its namespace)
+    memory = AddressSpace()  # /proc/self of this process, opened before the chroot
+    applied += lock_down(memory_bytes, jail, real_root, libc, seccomp_bpf)
+    for name in ("ctypes", "_ctypes"):
+        sys.modules[name] = None  # type: ignore[assignment]
     if memory.available:
         applied.append("vmsize")
     gc.collect()
@@ -359,4 +480,5 @@ def main(memory_bytes: int, margin_bytes: int, shm_fd: int, shm_size: int,
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--worker"]:
     main(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]),
-         sys.argv[6] if sys.argv[6:7] != ["-"] else None)
+         sys.argv[6] if sys.argv[6:7] != ["-"] else None,
+         int(sys.argv[7]) if sys.argv[7:8] not in ([], ["-"]) else None)
