@@ -10,7 +10,10 @@ only ``urllib`` from the standard library. Every request has a timeout; connecti
 timeouts, HTTP 5xx, 408 and 429 are retried with exponential back-off
 (``backoff_s * 2**attempt``); when the retries are spent, :class:`LlmEndpointError` names the
 endpoint and the last error. Other HTTP errors (400, 401, 404: a misconfiguration, not a blip)
-fail at once.
+fail at once. Redirects are never followed: the API key goes in the ``Authorization`` header,
+which urllib would resend to whatever host a redirect names; a 3xx fails at once and says where
+it pointed. The endpoint URL is redacted wherever it is shown (logs, errors): no user or password
+part, no query values (:func:`redact_url`).
 
 :func:`parse_json` reads the JSON a prompt asks for, or returns ``None``; it never raises. It is
 lenient about what models wrap JSON in:
@@ -31,6 +34,7 @@ import re
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
@@ -56,6 +60,37 @@ class LlmEndpointError(ConnectionError):
     """The model cannot be reached or refuses requests; the message names it."""
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Turn every redirect into an HTTPError: following one would send the Authorization header
+    (the API key) to the host it names, and would turn the POST into a GET anyway."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
+def redact_url(url: str) -> str:
+    """``url`` as it may be shown: no user or password, every query value replaced by ``***``.
+
+    >>> redact_url("https://user:sk-secret@llm.example:8443/v1?api_key=sk-2&x=1")
+    'https://***@llm.example:8443/v1?api_key=***&x=***'
+    >>> redact_url("http://127.0.0.1:8000/v1/chat/completions")
+    'http://127.0.0.1:8000/v1/chat/completions'
+    """
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return "<unparseable URL>"
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rsplit("@", 1)[1]
+    query = "&".join(f"{pair.split('=', 1)[0]}=***" if "=" in pair else "***"
+                     for pair in parts.query.split("&")) if parts.query else ""
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
 class LlmClient(Protocol):
     """One prompt in, the model's text out (``None`` if the reply itself was unreadable)."""
 
@@ -72,6 +107,7 @@ class HttpClient:
     def __init__(self, base_url: str, settings: LlmSettings, api_key: str | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.url = endpoint_url(base_url, settings.api)
+        self.shown_url = redact_url(self.url)  # what logs and errors say
         self.settings = settings
         self.api_key = api_key
         self.sleep = sleep
@@ -93,7 +129,7 @@ class HttpClient:
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         request = urllib.request.Request(self.url, data=payload, headers=headers, method="POST")
-        with urllib.request.urlopen(request, timeout=self.settings.timeout_s) as response:
+        with _OPENER.open(request, timeout=self.settings.timeout_s) as response:
             return response.read()
 
     def complete(self, prompt: str) -> str | None:
@@ -109,19 +145,25 @@ class HttpClient:
             try:
                 body = self._post(payload)
             except urllib.error.HTTPError as exc:
+                if 300 <= exc.code < 400:
+                    target = redact_url(exc.headers.get("Location", "") or "nowhere")
+                    raise LlmEndpointError(
+                        f"LLM endpoint {self.shown_url} answered HTTP {exc.code}, a redirect to "
+                        f"{target}: redirects are not followed (the API key would go with it); "
+                        "set the endpoint to the final URL") from None
                 detail = _error_body(exc)
                 if exc.code not in _TRANSIENT_STATUS:
-                    raise LlmEndpointError(f"LLM endpoint {self.url} refused the request: "
+                    raise LlmEndpointError(f"LLM endpoint {self.shown_url} refused the request: "
                                            f"HTTP {exc.code} {detail}") from None
                 last = f"HTTP {exc.code} {detail}".strip()
             except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
                 reason = getattr(exc, "reason", None) or exc
                 last = f"{type(reason).__name__}: {reason}"
             else:
-                return _reply_text(body, self.settings.api, self.url)
-            log.warning("LLM endpoint %s: attempt %d/%d failed (%s)", self.url, attempt + 1,
+                return _reply_text(body, self.settings.api, self.shown_url)
+            log.warning("LLM endpoint %s: attempt %d/%d failed (%s)", self.shown_url, attempt + 1,
                         attempts, last)
-        raise LlmEndpointError(f"LLM endpoint {self.url} failed after {attempts} attempt(s); "
+        raise LlmEndpointError(f"LLM endpoint {self.shown_url} failed after {attempts} attempt(s); "
                                f"last error: {last}")
 
 
@@ -132,12 +174,15 @@ def endpoint_url(base_url: str, api: str) -> str:
     'http://127.0.0.1:8000/v1/chat/completions'
     >>> endpoint_url("http://host/v1/", "completions")
     'http://host/v1/completions'
+    >>> endpoint_url("https://host/v1?api-version=2", "chat")  # a query stays at the end
+    'https://host/v1/chat/completions?api-version=2'
     """
-    base = base_url.strip().rstrip("/")
+    base, mark, query = base_url.strip().partition("?")
+    base = base.rstrip("/")
     path = "/chat/completions" if api == "chat" else "/completions"
-    if base.endswith(path):
-        return base
-    return base + path if base.endswith("/v1") else base + "/v1" + path
+    if not base.endswith(path):
+        base = base + path if base.endswith("/v1") else base + "/v1" + path
+    return base + mark + query
 
 
 def _error_body(exc: urllib.error.HTTPError) -> str:
