@@ -21,6 +21,16 @@ stage's command runs. The design (README, "How stages run side by side"):
 
 Commands stream their output into the Prefect task log and die with their whole process group at
 the timeout (Prefect's own timeout cannot interrupt a thread blocked on a child process).
+
+**Fencing a Crashed attempt.** The pool's automation (tasks/pool.py) marks a flow run Crashed when
+its heartbeats stop, and the pipeline retries the stage elsewhere; but a worker cut off from the
+API (a network partition, a stuck heartbeat thread) may still be running the first attempt, which
+would then write beside its retry (outputs, the run-cache entry, the MLflow run the retry
+soft-deletes). A worker's stage therefore runs under a fence (`flow_run_fence`): every few
+seconds it reads its own flow run's state, and the stage's process group is killed, and nothing
+committed or pushed, as soon as that state is no longer Running or could not be confirmed for
+`FENCE_LEASE_S`, shorter than the automation's window: by the time the retry can start, the first
+attempt has stopped itself.
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -49,8 +60,20 @@ class StageInputError(StageFailed):
     input fails the same way, so the pipeline does not retry it."""
 
 
+class Fenced(StageFailed):
+    """This attempt lost its claim to the stage (its flow run is no longer Running, or that could
+    not be confirmed for the lease): it was stopped before writing anything more."""
+
+
 # The exit code of a user error (core/cli.py `run_main`: "fix your input").
 USER_ERROR_EXIT = 2
+# A fenced attempt stops itself when it could not confirm that its flow run is Running for this
+# long; two thirds of the zombie automation's window (tasks/pool.py, 90 s), so it has stopped
+# before the automation marks it Crashed and the pipeline starts the retry.
+FENCE_LEASE_S = 60.0
+FENCE_EVERY_S = 10.0
+# A fence: None while this attempt may go on writing, else why not.
+Fence = Callable[[], "str | None"]
 
 
 def reason(tail: list[str]) -> str:
@@ -105,10 +128,14 @@ def dvc_executable() -> str:
 
 
 def run_command(cmd: list[str] | str, cwd, log: Callable[[str], object], timeout_s: float | None = None,
-                env: dict[str, str] | None = None) -> tuple[int, list[str], bool]:
+                env: dict[str, str] | None = None, fence: Fence | None = None,
+                fence_every_s: float | None = None) -> tuple[int, list[str], bool]:
     """Run `cmd` (a string runs in a shell), streaming output lines to `log`; kill its process
-    group after `timeout_s` seconds. Returns (exit code, last lines, timed out)."""
+    group after `timeout_s` seconds, or as soon as `fence` (asked every `fence_every_s` seconds)
+    gives a reason: then `Fenced` is raised. Returns (exit code, last lines, timed out)."""
+    every = FENCE_EVERY_S if fence_every_s is None else fence_every_s
     tail: deque[str] = deque(maxlen=_TAIL)
+    fenced: list[str] = []
     with subprocess.Popen(cmd, cwd=cwd, env=env or stage_env(), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, start_new_session=True,
                           shell=isinstance(cmd, str)) as proc:
@@ -116,6 +143,12 @@ def run_command(cmd: list[str] | str, cwd, log: Callable[[str], object], timeout
             if timeout_s else None
         if timer:
             timer.start()
+        done = threading.Event()
+        watcher = threading.Thread(target=_watch_fence, daemon=True,
+                                   args=(fence, every, done, fenced, proc.pid)) \
+            if fence else None
+        if watcher:
+            watcher.start()
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
@@ -128,7 +161,66 @@ def run_command(cmd: list[str] | str, cwd, log: Callable[[str], object], timeout
             timed_out = bool(timer) and not timer.is_alive() and proc.returncode == -signal.SIGKILL
             if timer:
                 timer.cancel()
+            done.set()
+            if watcher:
+                watcher.join()
+    if fenced:
+        raise Fenced(f"stopped: {fenced[0]}")
     return rc, list(tail), timed_out
+
+
+def _watch_fence(fence: Fence, every_s: float, done: threading.Event, fenced: list[str],
+                 pgid: int) -> None:
+    """Ask `fence` every `every_s` seconds until `done`; on a reason, kill the process group."""
+    while not done.wait(every_s):
+        why = fence()
+        if why:
+            fenced.append(why)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
+            return
+
+
+def check_fence(fence: Fence | None, before: str) -> None:
+    """Raise `Fenced` if this attempt may no longer write (asked right `before` a write)."""
+    why = fence() if fence else None
+    if why:
+        raise Fenced(f"stopped before {before}: {why}")
+
+
+def flow_run_fence(flow_run_id: str, lease_s: float = FENCE_LEASE_S,
+                   read_state: Callable[[str], str] | None = None,
+                   clock: Callable[[], float] = time.monotonic) -> Fence:
+    """A fence for the flow run `flow_run_id` (a worker's `stage_flow`): None while the run is
+    Running; a reason once it is in any other state (Crashed by the zombie automation,
+    Cancelled), or once its state could not be read for `lease_s` seconds. `read_state` (the
+    state's type name, e.g. "RUNNING") defaults to asking the Prefect API."""
+    read = read_state or _prefect_state_type
+    last_ok = clock()
+
+    def fence() -> str | None:
+        nonlocal last_ok
+        try:
+            state = read(flow_run_id)
+        except Exception as exc:  # noqa: BLE001 - any failure to confirm counts against the lease
+            if clock() - last_ok > lease_s:
+                return (f"flow run {flow_run_id} not confirmed Running for {lease_s:g} s "
+                        f"({type(exc).__name__}: {exc}); its retry may be running elsewhere")
+            return None
+        if state != "RUNNING":
+            return f"flow run {flow_run_id} is {state} (its retry may be running elsewhere)"
+        last_ok = clock()
+        return None
+
+    return fence
+
+
+def _prefect_state_type(flow_run_id: str) -> str:
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        run = client.read_flow_run(flow_run_id)
+    return run.state.type.name if run.state is not None else "UNKNOWN"
 
 
 def dvc(args: list[str], root: Path, log: Callable[[str], object] = lambda _: None,
@@ -222,9 +314,10 @@ def remove(path: Path) -> None:
 def reproduce_in_place(stage: str, root: Path = ROOT, *, force: bool = False,
                        timeout_s: float | None = None, threads: int | None = None,
                        log: Callable[[str], object] = print,
-                       extra_env: dict[str, str] | None = None) -> str:
+                       extra_env: dict[str, str] | None = None, fence: Fence | None = None) -> str:
     """Bring `stage` up to date in `root` as `dvc repro -s` would, holding DVC's lock only around
-    the bookkeeping. Returns `skip` (up to date), `restore` (from the run-cache) or `run`."""
+    the bookkeeping. Returns `skip` (up to date), `restore` (from the run-cache) or `run`.
+    Under a `fence`, the command is killed and nothing recorded once the fence says so."""
     action = "run" if force else plan(stage, root)
     if action == "skip":
         log(f"{stage}: up to date")
@@ -239,12 +332,14 @@ def reproduce_in_place(stage: str, root: Path = ROOT, *, force: bool = False,
         for resumable in {c for out in outs for c in out.parent.glob("checkpoint-*")}:
             remove(resumable)
     log(f"{stage}: {cmd}")
+    check_fence(fence, f"running {stage}")
     rc, tail, timed_out = run_command(cmd, root, log, timeout_s,
-                                      env=stage_env(threads, extra_env))
+                                      env=stage_env(threads, extra_env), fence=fence)
     if timed_out:
         raise StageFailed(f"stage {stage} timed out after {timeout_s:g} s and was killed")
     if rc != 0:
         raise failure(stage, rc, tail)
+    check_fence(fence, f"recording {stage}")
     dvc(["commit", "-f", stage], root, log, what=f"recording {stage} in dvc.lock")
     return action
 
@@ -286,9 +381,10 @@ def committed_revision(root: Path = ROOT) -> str:
 def reproduce_on_worker(stage: str, rev: str, upstream: list[str], root: Path = ROOT, *,
                         force: bool = False, timeout_s: float | None = None,
                         threads: int | None = None, log: Callable[[str], object] = print,
-                        extra_env: dict[str, str] | None = None) -> str:
+                        extra_env: dict[str, str] | None = None, fence: Fence | None = None) -> str:
     """In a worker's clone: check out `rev`, restore `upstream` from the DVC remote, reproduce
-    `stage`, push its outputs and run-cache entry to the remote."""
+    `stage`, push its outputs and run-cache entry to the remote; under `fence`
+    (`flow_run_fence`), nothing is run, recorded or pushed once this attempt is fenced off."""
     git(["fetch", "--quiet", "origin"], root)
     git(["checkout", "--quiet", "--force", "--detach", rev], root)
     if upstream:
@@ -296,9 +392,11 @@ def reproduce_on_worker(stage: str, rev: str, upstream: list[str], root: Path = 
         # has recorded it: then this is still correct, just slower).
         dvc(["repro", "--pull", *upstream], root, log, what=f"restoring the inputs of {stage}")
     action = reproduce_in_place(stage, root, force=force, timeout_s=timeout_s, threads=threads,
-                                log=log, extra_env=extra_env)
+                                log=log, extra_env=extra_env, fence=fence)
     if action != "run":  # a run records its run-cache entry itself; make sure the others have one
+        check_fence(fence, f"recording {stage}")
         dvc(["commit", "-f", stage], root, log, what=f"recording {stage}")
+    check_fence(fence, f"pushing {stage}")
     push_stage(stage, root, log)
     return action
 
@@ -309,6 +407,11 @@ def push_stage(stage: str, root: Path = ROOT, log: Callable[[str], object] = pri
     `dvc push --run-cache` sends the entries but only the outputs DVC caches, not the
     `cache: false` metrics and curves, without which the entry cannot be restored elsewhere; the
     run-cache holds a copy of those too, and this pushes them (as `dvc repro --pull` pulls them).
+
+    The outputs go first, the entry last: the coordinator and other workers take an entry on the
+    remote as "this stage is done", so a worker killed mid-push must leave no entry that names
+    outputs the remote does not have (the remote's objects are content-addressed, so outputs
+    pushed without their entry are harmless).
     """
     from dvc.repo import Repo
 
@@ -318,9 +421,9 @@ def push_stage(stage: str, root: Path = ROOT, log: Callable[[str], object] = pri
         if not entry:
             raise StageFailed(f"{stage}: no run-cache entry to push (record it with dvc commit -f)")
         cached = repo.stage_cache._create_stage(entry, wdir=st.wdir)
-        repo.stage_cache.push(None)
         for objs in cached.get_used_objs().values():
             repo.cloud.push(objs)
+        repo.stage_cache.push(None)
     log(f"{stage}: pushed to the DVC remote with its run-cache entry")
 
 

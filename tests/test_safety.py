@@ -105,3 +105,141 @@ def test_llm_client_redacts_the_endpoint_in_logs_and_errors(http_servers, caplog
 def test_redact_url_hides_credentials() -> None:
     shown = llm.redact_url(f"https://me:{API_KEY}@h:1/v1/chat/completions?token={API_KEY}")
     assert API_KEY not in shown and shown.startswith("https://***@h:1/v1/chat/completions?")
+
+
+# ---- tasks/stages.py: the order of a worker's writes, and the fence ---------------------------
+
+
+class _FakeDvcRepo:
+    """What `push_stage` touches of DVC's Repo, recording the order of the pushes."""
+
+    def __init__(self, events: list[str], fail_outputs: bool) -> None:
+        outer = self
+        self.events, self.fail_outputs = events, fail_outputs
+
+        class Stage:
+            wdir = "."
+
+            @staticmethod
+            def collect(_address):
+                return (Stage(),)
+
+        class Cached:
+            @staticmethod
+            def get_used_objs():
+                return {"remote": ["model.safetensors", "metrics.json"]}
+
+        class StageCache:
+            @staticmethod
+            def _load(_stage):
+                return {"cmd": "train"}
+
+            @staticmethod
+            def _create_stage(_entry, wdir):
+                return Cached()
+
+            @staticmethod
+            def push(_remote):
+                outer.events.append("run-cache entry")
+
+        class Cloud:
+            @staticmethod
+            def push(objs):
+                if outer.fail_outputs:
+                    raise ConnectionError("worker lost mid-push")
+                outer.events.append(f"outputs {objs}")
+
+        self.stage, self.stage_cache, self.cloud = Stage, StageCache, Cloud
+        self.lock = threading.Lock()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+@pytest.mark.parametrize("fail_outputs", [False, True], ids=["whole", "killed_mid_push"])
+def test_push_stage_sends_outputs_before_the_run_cache_entry(monkeypatch, tmp_path,
+                                                              fail_outputs) -> None:
+    import dvc.repo
+
+    from tasks import stages
+
+    events: list[str] = []
+    monkeypatch.setattr(dvc.repo, "Repo", lambda _root: _FakeDvcRepo(events, fail_outputs))
+    if fail_outputs:
+        with pytest.raises(ConnectionError):
+            stages.push_stage("train@rlvr-0", tmp_path, log=lambda _: None)
+        assert "run-cache entry" not in events  # nothing names outputs the remote lacks
+    else:
+        stages.push_stage("train@rlvr-0", tmp_path, log=lambda _: None)
+        assert events[-1] == "run-cache entry" and len(events) == 2, events
+
+
+def test_a_fenced_command_is_killed_and_raises(tmp_path) -> None:
+    from tasks import stages
+
+    asked: list[int] = []
+
+    def fence() -> str | None:
+        asked.append(1)
+        return "flow run x is CRASHED"
+
+    with pytest.raises(stages.Fenced, match="CRASHED"):
+        stages.run_command(["sleep", "120"], tmp_path, lambda _: None, fence=fence,
+                           fence_every_s=0.05)
+    assert asked
+
+
+def test_a_crashed_attempt_records_nothing(monkeypatch, tmp_path) -> None:
+    """The heartbeat automation marks the attempt Crashed while its command runs: the command is
+    killed and the stage is neither committed nor pushed (the retry owns it now)."""
+    from tasks import stages
+
+    writes: list[list[str]] = []
+    monkeypatch.setattr(stages, "stage_command", lambda stage, root: ("sleep 120", []))
+    monkeypatch.setattr(stages, "dvc", lambda args, *a, **k: writes.append(args) or [])
+    monkeypatch.setattr(stages, "push_stage", lambda *a, **k: writes.append(["push"]))
+    monkeypatch.setattr(stages, "git", lambda args, root: "")
+    monkeypatch.setattr(stages, "FENCE_EVERY_S", 0.05)
+    states = iter(["RUNNING", "RUNNING"])
+    fence = stages.flow_run_fence("run-1", read_state=lambda _id: next(states, "CRASHED"))
+    with pytest.raises(stages.Fenced, match="CRASHED"):
+        stages.reproduce_on_worker("train@rlvr-0", "abc123", [], tmp_path, force=True,
+                                   log=lambda _: None, fence=fence)
+    assert writes == []
+
+
+def test_flow_run_fence_lease() -> None:
+    """Running confirms the lease; another state ends it at once; failing to read the state
+    ends it only once the lease has run out (the clock is the test's)."""
+    from tasks import stages
+
+    now = [0.0]
+    answers: list[object] = ["RUNNING"]
+
+    def read(_id: str) -> str:
+        answer = answers[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return str(answer)
+
+    fence = stages.flow_run_fence("run-1", lease_s=60, read_state=read, clock=lambda: now[0])
+    assert fence() is None
+    answers[0] = ConnectionError("API unreachable")
+    now[0] = 59.0
+    assert fence() is None
+    now[0] = 61.0
+    assert "not confirmed Running" in (fence() or "")
+    answers[0], now[0] = "RUNNING", 62.0
+    assert fence() is None
+    answers[0] = "CRASHED"
+    assert "CRASHED" in (fence() or "")
+    # The lease runs out before the zombie automation marks the run Crashed (tasks/pool.py).
+    import inspect
+
+    from tasks.pool import ensure_zombie_automation
+
+    window = inspect.signature(ensure_zombie_automation).parameters["within_s"].default
+    assert stages.FENCE_LEASE_S < window
