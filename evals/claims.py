@@ -1,48 +1,67 @@
 """The papers' claims as declarations, and each claim's verdict from the study's runs.
 
-A `Claim` names the paper and figure, the statement, the arms it compares (method or variant
-names, one (treatment, control) pair per comparison), the metric, the kind of comparison and the
-expected size. `CLAIMS` are the eight the lab tests, declared in evals/claims.yaml; the report
-stage (flows/report.py) computes their verdicts with `verdicts` and opens its science section
-with the table (reports/claims.json holds the same numbers).
+A `Claim` names the paper and figure, the statement, the setting it is tested in, the arms it
+compares (one `Pair` per comparison: a treatment, a control or none, and the expected outcome),
+the metric, the preconditions the setting must meet, and a cap on the seeds per arm.
+`CLAIMS` are declared in evals/claims.yaml; the report stage (flows/report.py) computes their
+verdicts with `verdicts` and opens its science section with the table (reports/claims.json
+holds the same numbers).
 
-The verdict rule, per comparison:
+**Which runs.** An arm is a run name: a method or variant of the default study (params
+`methods`), or `<preset>/<arm>` for an arm of a preset's own study (`python -m flows.pipeline
+--study <preset>`, recorded in studies/<preset>/); `<preset>/base` (or `base`) is that study's
+base, evaluated once. Stale runs (trained from a base that is no longer the study's, or whose
+files are not the ones DVC recorded: `evals/lineage.py`) are left out and named in the notes, and
+a comparison whose runs stand on different bases is refused (inconclusive, "different bases"):
+a number is never pooled across bases.
 
-- the **difference** is treatment − control of the metric's mean over seeds (and test items);
-- a **paired bootstrap** (`paired_bootstrap`: `RESAMPLES` = 10,000 resamples, numpy seed `SEED`)
-  resamples the seeds within each arm, and the test items, the same resampled items for both
-  arms (paired by row id, over the items every run of both arms scored: `evals/items.py`). A
-  metric with no per-item scores (a per-run scalar from a training curve, or a run evaluated
-  before items.json existed) is resampled over seeds only, and its row says so. The **95%
-  interval** is the 2.5 and 97.5 percentiles of the resampled differences;
-- `greater` (treatment beats control by at least `min_effect`): *reproduced* if the interval's
-  lower bound is above 0 and the difference is at least `min_effect`; *not reproduced* if the
-  upper bound is below `min_effect`; else *inconclusive*. `less` is its mirror (treatment below
-  control by at least `min_effect`);
-- `within` (|treatment − control| ≤ `margin`): *reproduced* if the interval lies inside
-  [−margin, margin]; *not reproduced* if it lies entirely outside; else *inconclusive*;
-- an arm with fewer than `MIN_SEEDS` = 3 seeds (runs found on disk with the metric) is
-  *inconclusive*, "arm X: n seeds of 3": never a verdict from fewer seeds.
+**The tests** (`evals/stats.py`), per comparison, treatment − control (or treatment against 0
+where there is no control):
 
-A claim with several comparisons is reproduced when each is, not reproduced when any is not, else
-inconclusive. A claim whose evidence cannot come from runs yet (`blocked`) is inconclusive with
-that reason. The expected sizes (`min_effect`, `margin`) are ours: the papers' effects are on
-other benchmarks and models, and each is set below its paper's effect at the tiny world's scale.
+- a metric scored item by item in every run (`evals/items.py`): the **paired bootstrap** over
+  the seeds of each arm and the test items both arms scored (`RESAMPLES` resamples, numpy seed
+  `SEED`), 95% percentile interval;
+- one number per run (`heldout_drop`, `train_change`, or a metric without per-item scores): the
+  **Welch t-interval** (95%; one-sample against 0 without a control), the exact permutation
+  p-value recorded beside it. Never decided from fewer than `MIN_SEEDS_PER_RUN` = 5 seeds per arm.
 
-An arm is a run name: a method or variant of the default study (params `methods`), or
-`<preset>/<arm>` for an arm of a preset's own study (params `presets.<preset>.methods`, on that
-preset's base: `python -m flows.pipeline --study <preset>` records it in studies/<preset>/).
+**The decision**, per comparison (`decide`): `greater` (treatment beats control by at least
+`min_effect`): *reproduced* if the interval's lower bound is above 0 and the difference is at
+least `min_effect`; *not reproduced* if the upper bound is below `min_effect`; else undecided.
+`less` is its mirror. `within` (|difference| ≤ `margin`): *reproduced* if the interval lies
+inside ±margin, *not reproduced* if wholly outside.
+
+**How many seeds: the power rule, planned from the pilot.** Every arm first runs the `PILOT` = 3
+pilot seeds (0, 1, 2). From the pilot alone, `evals.stats.seeds_needed` plans the seeds per arm
+(and test items) that decide the comparison with 80% power at 95% (a normal approximation from
+the pilot's between-seed and per-item spread, its difference taken as true), at least 3 (5 for a
+per-run measure) and at most the claim's `max_seeds`. The verdict is then computed ONCE on the
+first planned seeds of each arm (0 .. n-1): seeds run beyond the plan are left out, so looking at
+more data cannot change the error rate. A comparison still undecided there is *inconclusive* and
+says what a decision would need (seeds, items) and what it costs (the committed stage wall times:
+`eval_seconds` in metrics.json, `train_seconds` in run.json where it exists).
+
+**The verdict of a claim.** Each precondition is measured first (a comparison like the others, or
+a `probe` computed by code: `evals/preconditions.py`), and recorded beside the verdict. A
+precondition that fails makes the claim *not tested* (the setting cannot show the claim); one
+that cannot be decided makes it *inconclusive*. Otherwise the claim is *reproduced* when each
+comparison is, *not reproduced* when any is not, else *inconclusive*. A claim whose evidence
+cannot come from runs yet (`blocked`) is inconclusive with that reason. The expected sizes
+(`min_effect`, `margin`) are ours: the papers' effects are on other benchmarks and models, and
+each is set below its paper's effect at the tiny world's scale.
 
 To add a claim: append an entry to evals/claims.yaml (its arms must be arms of a study;
-tests/test_claims.py checks), and run its arms with 3 seeds through the study.
+tests/test_claims.py checks), and run its arms' pilot seeds through the study; the report then
+says how many more each arm needs.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 import numpy as np
 import yaml
@@ -50,11 +69,25 @@ import yaml
 from core.io import DataError
 from core.paths import run_key
 from evals.items import item_scores
+from evals.stats import (
+    RESAMPLES,
+    SEED,
+    paired_bootstrap,
+    permutation_p,
+    seeds_needed,
+    snap,
+    t_interval,
+)
 
-RESAMPLES = 10_000
-SEED = 0
-MIN_SEEDS = 3
+__all__ = ["paired_bootstrap", "t_interval", "permutation_p"]
+
+PILOT = 3                 # seeds every arm runs first; the plan is made from them alone
+MIN_SEEDS = PILOT         # fewest seeds per arm for a per-item comparison
+MIN_SEEDS_PER_RUN = 5     # fewest seeds per arm for a per-run measure (a t-interval)
+MAX_SEEDS = 10            # the default cap on the planned seeds per arm (a claim's `max_seeds`)
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"
+NOT_TESTED = "not tested"
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_TESTED, INCONCLUSIVE)
 
 # How one run gives the claim's number: its final test evaluation (per item where items.json has
 # the metric), or a per-run scalar from its curves (seeds only).
@@ -63,15 +96,67 @@ MEASURES = {
     "test": "test set",
     "heldout_drop": "held-out drop, best − final",
     "train_change": "change over training, last − first quarter",
+    "train_mean": "mean over training's logged steps",
 }
 
-RULE = ("Paired bootstrap (10,000 resamples, fixed seed) of treatment − control over the seeds "
-        "of each arm and the test items both arms scored (paired by id; seeds only where the "
-        "metric has no per-item scores), 95% percentile interval: `greater` is reproduced when "
-        "the interval's lower bound is above 0 and the difference reaches the expected effect, "
-        "not reproduced when the upper bound is below it (`less` mirrored); `within` is "
-        "reproduced when the interval lies inside ±margin, not reproduced when it lies wholly "
-        "outside; anything else, and any arm with fewer than 3 seeds, is inconclusive.")
+RULE = ("Per item (a test metric scored item by item): paired bootstrap (10,000 resamples, fixed "
+        "seed) of treatment − control over the seeds of each arm and the test items both arms "
+        "scored, 95% percentile interval. Per run (one number per run): Welch t-interval, 95% "
+        "(one-sample against 0 without a control), exact permutation p beside it, never from "
+        "fewer than 5 seeds per arm. `greater` is reproduced when the interval's lower bound is "
+        "above 0 and the difference reaches the expected effect, not reproduced when the upper "
+        "bound is below it (`less` mirrored); `within` is reproduced when the interval lies "
+        "inside ±margin, not reproduced when it lies wholly outside. Seeds per arm: 3 pilot seeds, "
+        "then the number the power rule plans from the pilot alone (80% power at 95%, normal "
+        "approximation, capped per claim); the verdict is computed once on the planned seeds. A "
+        "failed precondition makes a claim not tested; runs from different or stale bases are "
+        "never pooled.")
+
+
+class Pair(NamedTuple):
+    """One comparison of a claim: treatment against control (None: against 0) and the outcome
+    expected of it."""
+
+    treatment: str
+    control: str | None
+    kind: str
+    min_effect: float = 0.0
+    margin: float = 0.0
+    label: str = ""            # what this half of the claim says, where a claim has several
+    metric: str = ""           # this comparison's metric where it differs from the claim's
+
+    def expected(self) -> str:
+        """The expected outcome in words, e.g. `≥ +0.05` or `within ±0.10`."""
+        if self.kind == "within":
+            return f"within ±{self.margin:.2f}"
+        return f"≥ +{self.min_effect:.2f}" if self.kind == "greater" else f"≤ −{self.min_effect:.2f}"
+
+
+@dataclass(frozen=True)
+class Precondition:
+    """What the claim's setting must show before the claim can be tested there: a comparison of
+    runs (treatment, control, metric, measure, kind, min_effect / margin), or a `probe`
+    (`module:function` returning {"value", "holds", "detail"}, computed from code and the world,
+    not from runs)."""
+
+    what: str
+    treatment: str = ""
+    control: str | None = None
+    metric: str = ""
+    measure: str = "test"
+    kind: str = "greater"
+    min_effect: float = 0.0
+    margin: float = 0.0
+    probe: str = ""
+    min_seeds: int = PILOT     # a setting's fact (e.g. "the filter never fires") needs only the pilot
+
+    def __post_init__(self) -> None:
+        if bool(self.probe) == bool(self.treatment):
+            raise ValueError(f"precondition {self.what!r}: give either a probe or a treatment arm")
+        if self.treatment and (not self.metric or self.measure not in MEASURES
+                               or self.kind not in ("greater", "less", "within")):
+            raise ValueError(f"precondition {self.what!r}: needs a metric, a measure of "
+                             f"{list(MEASURES)} and a kind greater/less/within")
 
 
 @dataclass(frozen=True)
@@ -82,34 +167,65 @@ class Claim:
     paper: str                                   # the lab's paper number, e.g. "000"
     figure: str                                  # e.g. "Fig. 2", "Table 3"
     statement: str                               # one line
-    comparisons: tuple[tuple[str, str], ...]     # (treatment, control) arms
+    comparisons: tuple                           # Pair (or (treatment, control) / a mapping: normalized)
     metric: str                                  # `<benchmark>/<metric>` or a curve's column
-    kind: Literal["greater", "less", "within"]
+    kind: Literal["greater", "less", "within"]   # the default of each comparison
     min_effect: float = 0.0                      # greater / less: the expected size
     margin: float = 0.0                          # within: the tolerance
     measure: str = "test"                        # a key of MEASURES
     blocked: str = ""                            # why no run can decide it yet (verdict: inconclusive)
+    setting: str = ""                            # the paper's setting and ours, one line
+    preconditions: tuple = ()                    # Precondition (or mappings: normalized)
+    max_seeds: int = MAX_SEEDS                   # the power rule's cap on seeds per arm
 
     def __post_init__(self) -> None:
-        if not self.comparisons or any(len(c) != 2 for c in self.comparisons):
-            raise ValueError(f"claim {self.id}: comparisons must be (treatment, control) pairs")
         if self.kind not in ("greater", "less", "within"):
             raise ValueError(f"claim {self.id}: kind {self.kind!r} is not greater, less or within")
-        if self.kind == "within" and self.margin <= 0:
-            raise ValueError(f"claim {self.id}: a `within` claim needs a margin > 0")
         if self.measure not in MEASURES:
             raise ValueError(f"claim {self.id}: measure {self.measure!r} is not one of {list(MEASURES)}")
+        if not self.comparisons:
+            raise ValueError(f"claim {self.id}: comparisons must be (treatment, control) pairs")
+        pairs = []
+        for c in self.comparisons:
+            if isinstance(c, Pair):
+                pairs.append(c)
+            elif isinstance(c, Mapping):
+                spec = {"kind": self.kind, "min_effect": self.min_effect, "margin": self.margin,
+                        "control": None, **c}
+                unknown = set(spec) - set(Pair._fields)
+                if unknown or "treatment" not in spec:
+                    raise ValueError(f"claim {self.id}: a comparison needs `treatment` and may set "
+                                     f"{list(Pair._fields[1:])}; got {sorted(c)}")
+                pairs.append(Pair(**spec))
+            elif isinstance(c, (tuple, list)) and len(c) == 2:
+                pairs.append(Pair(c[0], c[1], self.kind, self.min_effect, self.margin))
+            else:
+                raise ValueError(f"claim {self.id}: comparisons must be (treatment, control) pairs")
+        for p in pairs:
+            if p.kind not in ("greater", "less", "within"):
+                raise ValueError(f"claim {self.id}: kind {p.kind!r} is not greater, less or within")
+            if p.kind == "within" and p.margin <= 0:
+                raise ValueError(f"claim {self.id}: a `within` claim needs a margin > 0")
+        object.__setattr__(self, "comparisons", tuple(pairs))
+        pre = tuple(p if isinstance(p, Precondition) else Precondition(**p) for p in self.preconditions)
+        object.__setattr__(self, "preconditions", pre)
+        if self.max_seeds < PILOT:
+            raise ValueError(f"claim {self.id}: max_seeds must be at least the {PILOT} pilot seeds")
 
     @property
     def arms(self) -> list[str]:
-        """Every arm the claim needs, in order of first mention."""
-        return list(dict.fromkeys(a for pair in self.comparisons for a in pair))
+        """Every arm the claim's comparisons need, in order of first mention."""
+        return list(dict.fromkeys(a for p in self.comparisons for a in (p.treatment, p.control) if a))
+
+    @property
+    def precondition_arms(self) -> list[str]:
+        """The arms its preconditions read (a study's base among them)."""
+        return list(dict.fromkeys(a for p in self.preconditions for a in (p.treatment, p.control) if a))
 
     def expected(self) -> str:
-        """The expected outcome in words, e.g. `≥ +0.05` or `within ±0.10`."""
-        if self.kind == "within":
-            return f"within ±{self.margin:.2f}"
-        return f"≥ +{self.min_effect:.2f}" if self.kind == "greater" else f"≤ −{self.min_effect:.2f}"
+        """The expected outcome in words (each comparison's, where they differ)."""
+        words = list(dict.fromkeys(p.expected() for p in self.comparisons))
+        return "; ".join(words)
 
 
 DECLARATIONS = Path(__file__).with_name("claims.yaml")
@@ -128,7 +244,8 @@ def load_claims(path: Path = DECLARATIONS) -> tuple[Claim, ...]:
     for i, entry in enumerate(raw):
         try:
             fields = dict(entry)
-            fields["comparisons"] = tuple(tuple(pair) for pair in fields["comparisons"])
+            fields["comparisons"] = tuple(fields["comparisons"])
+            fields["preconditions"] = tuple(fields.get("preconditions") or ())
             claims.append(Claim(**fields))
         except (TypeError, KeyError, ValueError) as e:
             name = entry.get("id", f"#{i}") if isinstance(entry, dict) else f"#{i}"
@@ -142,7 +259,9 @@ CLAIMS = load_claims()
 
 
 class RunFiles(Protocol):
-    """What one run left on disk (flows.report_collect.RunData): parsed JSON, None if absent."""
+    """What one run left on disk (flows.report_collect.RunData): parsed JSON, None if absent;
+    `base` the base it started from and `stale` why it is not a run of the current base ("" when
+    it is), as `evals/lineage.py` reads them."""
 
     metrics: dict | None
     train: list[dict]
@@ -155,17 +274,38 @@ Runs = Mapping[str, Mapping[int | None, RunFiles]]
 
 @dataclass(frozen=True)
 class Comparison:
-    """One (treatment, control) comparison of a claim and its verdict."""
+    """One comparison of a claim (or of a precondition) and its verdict."""
 
     treatment: str
-    control: str
-    seeds: dict[str, int]              # arm -> seeds found with the metric
-    difference: float | None           # treatment − control
+    control: str | None
+    seeds: dict[str, int]              # arm -> seeds found with the metric (current base)
+    difference: float | None           # treatment − control (or treatment, without a control)
     low: float | None                  # 95% interval
     high: float | None
-    basis: str                         # what was resampled
+    basis: str                         # what was resampled, and which seeds
     verdict: str
     reason: str
+    test: str = ""                     # "paired bootstrap" or "Welch t-interval"
+    p: float | None = None             # the exact permutation p (per-run measures)
+    plan: dict = field(default_factory=dict)   # the power rule's plan from the pilot
+    needs: str = ""                    # what a decision would need, when undecided
+    expected: str = ""
+    label: str = ""
+    base: str = ""                     # the base every run of the comparison started from
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A precondition, measured: holds, fails or undecided, with its numbers."""
+
+    what: str
+    status: str                        # "holds", "fails", "undecided"
+    detail: str
+    comparison: Comparison | None = None
+    value: float | None = None
+
+
+HOLDS, FAILS, UNDECIDED = "holds", "fails", "undecided"
 
 
 @dataclass(frozen=True)
@@ -174,80 +314,76 @@ class Verdict:
     comparisons: tuple[Comparison, ...]
     verdict: str
     reason: str
+    preconditions: tuple[Checked, ...] = ()
+    needs: str = ""
 
     def as_json(self) -> dict:
         c = self.claim
         return {"id": c.id, "paper": c.paper, "figure": c.figure, "statement": c.statement,
-                "metric": c.metric, "measure": c.measure, "kind": c.kind,
+                "setting": c.setting, "metric": c.metric, "measure": c.measure, "kind": c.kind,
                 "min_effect": c.min_effect, "margin": c.margin, "expected": c.expected(),
-                "verdict": self.verdict, "reason": self.reason,
-                "comparisons": [{**asdict(x), **{k: _round(getattr(x, k))
-                                                 for k in ("difference", "low", "high")}}
-                                for x in self.comparisons]}
+                "max_seeds": c.max_seeds, "verdict": self.verdict, "reason": self.reason,
+                "needs": self.needs,
+                "preconditions": [{"what": p.what, "status": p.status, "detail": p.detail,
+                                   "value": _round(p.value),
+                                   "comparison": _comparison_json(p.comparison)}
+                                  for p in self.preconditions],
+                "comparisons": [_comparison_json(x) for x in self.comparisons]}
+
+
+def _comparison_json(x: Comparison | None) -> dict | None:
+    if x is None:
+        return None
+    return {**asdict(x), **{k: _round(getattr(x, k)) for k in ("difference", "low", "high", "p")}}
 
 
 def _round(x: float | None) -> float | None:
-    return None if x is None else round(x, 4)
+    return None if x is None else round(snap(x), 4)
 
 
 # ------------------------------------------------------------------------------ the statistics
 
-def paired_bootstrap(treatment: np.ndarray, control: np.ndarray, resamples: int = RESAMPLES,
-                     seed: int = SEED) -> tuple[float, float, float]:
-    """(difference, low, high): treatment − control and its 95% percentile interval.
-
-    `treatment` and `control` are (seeds, items) arrays whose columns are the same items in the
-    same order; one column is a per-seed scalar (seeds only). Each resample draws the items once,
-    with replacement, for both arms, and each arm's seeds with replacement; an arm's value is the
-    mean over its drawn seeds of each seed's mean over the drawn items.
-
-    >>> t, c = np.array([[1.0, 1.0], [1.0, 0.0]]), np.array([[0.0, 0.0], [1.0, 0.0]])
-    >>> paired_bootstrap(t, c, resamples=2000)[0]
-    0.5
-    """
-    t, c = np.atleast_2d(np.asarray(treatment, float)), np.atleast_2d(np.asarray(control, float))
-    if t.shape[1] != c.shape[1]:
-        raise ValueError(f"paired_bootstrap: {t.shape[1]} treatment items vs {c.shape[1]} control items")
-    rng = np.random.default_rng(seed)
-    n_items = t.shape[1]
-    weights = rng.multinomial(n_items, np.full(n_items, 1.0 / n_items), size=resamples) / n_items
-    rows = np.arange(resamples)[:, None]
-
-    def arm(x: np.ndarray) -> np.ndarray:
-        per_seed = x @ weights.T                                   # (seeds, resamples)
-        picks = rng.integers(0, x.shape[0], size=(resamples, x.shape[0]))
-        return per_seed[picks, rows].mean(axis=1)
-
-    diffs = arm(t) - arm(c)
-    low, high = np.percentile(diffs, [2.5, 97.5])
-    return float(t.mean() - c.mean()), float(low), float(high)
-
-
-def decide(claim: Claim, difference: float, low: float, high: float) -> tuple[str, str]:
-    """(verdict, reason) of one comparison's difference and interval under the claim's rule.
+def decide(rule, difference: float, low: float, high: float) -> tuple[str, str]:
+    """(verdict, reason) of one comparison's difference and interval under its rule (a Pair, or
+    anything with kind, min_effect and margin: a Claim, a Precondition).
 
     >>> c = Claim("x", "000", "Fig. 1", "s", (("a", "b"),), "m", "greater", min_effect=0.05)
     >>> decide(c, 0.10, 0.06, 0.14)[0], decide(c, 0.01, -0.02, 0.04)[0], decide(c, 0.04, 0.01, 0.07)[0]
     ('reproduced', 'not reproduced', 'inconclusive')
     """
-    if claim.kind == "within":
-        m = claim.margin
+    if rule.kind == "within":
+        m = rule.margin
         if -m <= low and high <= m:
             return REPRODUCED, f"interval inside ±{m:.2f}"
         if high < -m or low > m:
             return NOT_REPRODUCED, f"interval wholly outside ±{m:.2f}"
         return INCONCLUSIVE, f"interval overlaps the edge of ±{m:.2f}"
-    sign = 1.0 if claim.kind == "greater" else -1.0  # `less` is `greater` on the negated difference
+    sign = 1.0 if rule.kind == "greater" else -1.0  # `less` is `greater` on the negated difference
     d, lo, hi = sign * difference, *sorted((sign * low, sign * high))
-    effect = f"{'+' if sign > 0 else '−'}{claim.min_effect:.2f}"
+    effect = f"{'+' if sign > 0 else '−'}{rule.min_effect:.2f}"
     side = "above" if sign > 0 else "below"
-    if lo > 0 and d >= claim.min_effect:
+    if lo > 0 and d >= rule.min_effect:
         return REPRODUCED, f"interval {side} 0 and the difference reaches {effect}"
-    if hi < claim.min_effect:
+    if hi < rule.min_effect:
         return NOT_REPRODUCED, f"the interval excludes {effect}"
     if lo <= 0:
         return INCONCLUSIVE, "the interval includes 0"
     return INCONCLUSIVE, f"interval {side} 0 but the difference is short of {effect}"
+
+
+def gap(rule, difference: float) -> float:
+    """How far the difference stands from the bound its likely verdict needs the interval to
+    clear (the power rule's effect): 0 for `greater` when it reaches min_effect (the lower bound
+    must clear 0), else min_effect (the upper bound must fall below it); the margin for `within`.
+
+    >>> r = Pair("a", "b", "greater", min_effect=0.05)
+    >>> gap(r, 0.08), round(gap(r, 0.02), 3), round(gap(Pair("a", "b", "within", margin=0.1), -0.23), 3)
+    (0.08, 0.03, 0.13)
+    """
+    if rule.kind == "within":
+        return abs(rule.margin - abs(difference))
+    d = difference if rule.kind == "greater" else -difference
+    return d if d >= rule.min_effect else rule.min_effect - d
 
 
 # ------------------------------------------------------------------------------ reading the runs
@@ -265,12 +401,20 @@ def _curve(rows: Sequence[dict], key: str) -> list[float]:
     return [v for _, v in pts]
 
 
-def run_value(run: RunFiles, claim: Claim) -> float | None:
+class _Spec(NamedTuple):
+    """What a comparison reads: the metric and how one run gives it."""
+
+    metric: str
+    measure: str
+
+
+def run_value(run: RunFiles, claim) -> float | None:
     """The run's number for the claim (None if its files lack it).
 
     `test`: the metric in metrics.json. `heldout_drop`: the best value of the held-out curve minus
-    its last. `train_change`: the mean of the last quarter of the training curve's logged steps
-    minus the mean of the first quarter (at least one step each; 2 points needed).
+    its last. `train_mean`: the mean of the training curve's logged steps. `train_change`: the
+    mean of the last quarter of the training curve's logged steps minus the mean of the first
+    quarter (at least one step each; 2 points needed).
     """
     if claim.measure == "test":
         return _finite((run.metrics or {}).get(claim.metric))
@@ -279,14 +423,33 @@ def run_value(run: RunFiles, claim: Claim) -> float | None:
         return None
     if claim.measure == "heldout_drop":
         return max(values) - values[-1]
+    if claim.measure == "train_mean":
+        return float(np.mean(values))
     q = max(1, len(values) // 4)
     return float(np.mean(values[-q:]) - np.mean(values[:q]))
 
 
-def _seeded(runs: Runs, arm: str, claim: Claim) -> dict[int, RunFiles]:
-    """The arm's runs (by seed) that give the claim a number."""
-    return {s: r for s, r in runs.get(arm, {}).items()
-            if s is not None and run_value(r, claim) is not None}
+def is_base(arm: str) -> bool:
+    """`base` or `<preset>/base`: a study's base, evaluated once (no seeds)."""
+    return arm.rpartition("/")[2] == "base"
+
+
+def _seeded(runs: Runs, arm: str, spec, notes: list[str]) -> dict[int, RunFiles]:
+    """The arm's runs of the current base (by seed; a base's one evaluation as seed 0) that give
+    the comparison a number; stale runs are left out with a note."""
+    out = {}
+    for s, r in runs.get(arm, {}).items():
+        if (s is None) != is_base(arm):
+            continue
+        stale = getattr(r, "stale", "")
+        if stale:
+            note = f"{run_key(arm, s) if s is not None else arm}: left out, {stale}"
+            if note not in notes:
+                notes.append(note)
+            continue
+        if run_value(r, spec) is not None:
+            out[0 if s is None else s] = r
+    return out
 
 
 def _items(arm_runs: dict[str, dict[int, RunFiles]], key: str, notes: list[str]
@@ -296,7 +459,8 @@ def _items(arm_runs: dict[str, dict[int, RunFiles]], key: str, notes: list[str]
     found, lacking = {}, []
     for arm, seeds in arm_runs.items():
         for seed, run in seeds.items():
-            where = f"data/eval/{run_key(arm, seed)}/items.json"
+            name = arm if is_base(arm) else run_key(arm, seed)
+            where = f"data/eval/{name}/items.json"
             try:
                 scores = None if run.items is None else item_scores(run.items, key, where)
             except DataError as e:
@@ -306,82 +470,284 @@ def _items(arm_runs: dict[str, dict[int, RunFiles]], key: str, notes: list[str]
             if scores:
                 found[(arm, seed)] = scores
             else:
-                lacking.append(run_key(arm, seed))
+                lacking.append(name)
     return found, lacking
 
 
-def compare(runs: Runs, claim: Claim, treatment: str, control: str, notes: list[str],
-            resamples: int = RESAMPLES, seed: int = SEED) -> Comparison:
-    """One comparison of a claim, read from the runs and decided by the rule."""
+def _seconds(runs: Sequence[RunFiles]) -> tuple[float | None, str]:
+    """Mean wall seconds of one run of an arm from the committed stage times (the evaluation's
+    `eval_seconds`, the training's `train_seconds` where run.json records it), and what it covers."""
+    evals = [v for r in runs if (v := _finite((r.metrics or {}).get("eval_seconds"))) is not None]
+    trains = [v for r in runs
+              if (v := _finite((getattr(r, "summary", None) or {}).get("train_seconds"))) is not None]
+    if not evals and not trains:
+        return None, "no stage time recorded"
+    total = (float(np.mean(trains)) if trains else 0.0) + (float(np.mean(evals)) if evals else 0.0)
+    covers = "train + evaluate" if trains and evals else "train only" if trains else "evaluate only"
+    return total, covers
+
+
+def _hours(seconds: float) -> str:
+    """`0.5 CPU-h`, `12 CPU-h`.
+
+    >>> _hours(1800), _hours(43200.0)
+    ('0.5 CPU-h', '12 CPU-h')
+    """
+    h = seconds / 3600
+    return f"{h:.1f} CPU-h" if h < 10 else f"{h:.0f} CPU-h"
+
+
+def _base_of(arm_runs: Mapping[str, Mapping[int, RunFiles]]) -> tuple[str, list[str]]:
+    """The one base every run stands on (`""` when unrecorded), or the list of bases found."""
+    bases = sorted({getattr(r, "base", "") or "" for runs in arm_runs.values() for r in runs.values()})
+    return (bases[0] if len(bases) == 1 else ""), bases
+
+
+def compare(runs: Runs, claim: Claim, treatment: str, control: str | None, notes: list[str],
+            resamples: int = RESAMPLES, seed: int = SEED, rule=None, spec=None,
+            min_per_run: int = MIN_SEEDS_PER_RUN) -> Comparison:
+    """One comparison (of a claim, or of a precondition with `rule` and `spec`), read from the
+    runs, planned from the pilot seeds and decided once on the planned seeds."""
+    rule = rule or next((p for p in claim.comparisons if (p.treatment, p.control) == (treatment, control)),
+                        Pair(treatment, control, claim.kind, claim.min_effect, claim.margin))
+    spec = spec or _Spec(getattr(rule, "metric", "") or claim.metric, claim.measure)
+    arms = [a for a in (treatment, control) if a is not None]
+    expected, label = rule.expected(), getattr(rule, "label", "")
     if claim.blocked:  # the runs found, for the record; no number is read from them
-        found = {arm: sum(s is not None for s in runs.get(arm, {})) for arm in (treatment, control)}
-        return Comparison(treatment, control, found, None, None, None, "", INCONCLUSIVE, claim.blocked)
-    arm_runs = {arm: _seeded(runs, arm, claim) for arm in (treatment, control)}
+        found = {arm: sum(s is not None for s in runs.get(arm, {})) for arm in arms}
+        return Comparison(treatment, control, found, None, None, None, "", INCONCLUSIVE, claim.blocked,
+                          expected=expected, label=label)
+    arm_runs = {arm: _seeded(runs, arm, spec, notes) for arm in arms}
     seeds = {arm: len(r) for arm, r in arm_runs.items()}
+    base, bases = _base_of(arm_runs)
 
-    def result(verdict: str, reason: str, basis: str = "", diff=None, lo=None, hi=None) -> Comparison:
-        return Comparison(treatment, control, seeds, diff, lo, hi, basis, verdict, reason)
+    def result(verdict: str, reason: str, **kw) -> Comparison:
+        return Comparison(treatment, control, seeds, kw.pop("diff", None), kw.pop("lo", None),
+                          kw.pop("hi", None), kw.pop("basis", ""), verdict, reason,
+                          expected=expected, label=label, base=base, **kw)
 
-    short = [f"arm {a}: {n} seed{'s' * (n != 1)} of {MIN_SEEDS}" for a, n in seeds.items() if n < MIN_SEEDS]
-    if short:
-        return result(INCONCLUSIVE, "; ".join(short))
+    if len(bases) > 1:
+        return result(INCONCLUSIVE, "its runs stand on different bases (" + ", ".join(
+            b or "unrecorded" for b in bases) + "): never pooled; rerun the stale arm on one base")
+    per_run = spec.measure != "test"
+    minimum = min_per_run if per_run else MIN_SEEDS
     per_item: dict[tuple[str, int], dict[str, float]] = {}
     lacking: list[str] = []
-    if claim.measure == "test":
-        per_item, lacking = _items(arm_runs, claim.metric, notes)
-    if claim.measure == "test" and not lacking:
+    if not per_run:
+        per_item, lacking = _items(arm_runs, spec.metric, notes)
+        per_run = bool(lacking)
+        minimum = min_per_run if per_run else MIN_SEEDS
+    # The pilot: the first PILOT seeds of each arm (a base: its one evaluation).
+    pilot = {arm: sorted(r)[:1 if is_base(arm) else PILOT] for arm, r in arm_runs.items()}
+    short = [a for a in arms if not is_base(a) and seeds[a] < PILOT]
+    missing = [a for a in arms if is_base(a) and seeds[a] < 1]
+    if short or missing:
+        cost = _cost(arm_runs, {a: PILOT for a in short})
+        return result(INCONCLUSIVE, "; ".join(
+            [f"arm {a}: {seeds[a]} seed{'s' * (seeds[a] != 1)} of the {PILOT} pilot seeds" for a in short]
+            + [f"{a}: no evaluation records {spec.metric}" for a in missing]),
+            plan={"seeds": PILOT}, needs="; ".join(
+                ([f"the {PILOT} pilot seeds of {', '.join(short)}" + (f" ({cost})" if cost else "")]
+                 if short else [])
+                + [f"an evaluation of {a} that records {spec.metric}" for a in missing]))
+
+    common: list[str] = []
+    if not per_run:
         common = sorted(set.intersection(*(set(s) for s in per_item.values())))
         if not common:
             return result(INCONCLUSIVE, "no test item is scored in every run of both arms")
+
+    def arrays(chosen: Mapping[str, Sequence[int]]) -> list[np.ndarray]:
+        if per_run:
+            return [np.array([[run_value(arm_runs[a][s], spec)] for s in chosen[a]]) for a in arms]
+        return [np.array([[per_item[(a, s)][i] for i in common] for s in chosen[a]]) for a in arms]
+
+    plan = _plan(rule, arrays(pilot), per_run, minimum, claim.max_seeds, len(common))
+    want = plan["seeds"]
+    chosen = {a: sorted(r)[:1 if is_base(a) else want] for a, r in arm_runs.items()}
+    behind = {a: want for a in arms if not is_base(a) and seeds[a] < want}
+    extra = sum(max(0, seeds[a] - want) for a in arms if not is_base(a))
+    test = "Welch t-interval" if per_run else "paired bootstrap"
+    if per_run:
+        why = (f"the {MEASURES[spec.measure].split(',')[0]} is one number per run" if spec.measure != "test"
+               else f"no per-item scores in {len(lacking)} of {sum(seeds.values())} runs")
+        basis = f"seeds only ({why})"
+    else:
         most = max(len(s) for s in per_item.values())
         basis = (f"{len(common)} items paired by id × seeds"
                  + (f" (common to every run; up to {most} per run)" if len(common) < most else ""))
-        t, c = (np.array([[per_item[(arm, s)][i] for i in common] for s in sorted(arm_runs[arm])])
-                for arm in (treatment, control))
+    if extra:
+        basis += f"; {extra} run{'s' * (extra != 1)} beyond the planned {want} seeds per arm left out"
+    if behind:
+        cost = _cost(arm_runs, behind)
+        need = (f"{want} seeds per arm (" + ", ".join(f"{a} has {seeds[a]}" for a in behind) + ")"
+                + (f", {cost}" if cost else ""))
+        return result(INCONCLUSIVE, f"{want} seeds per arm needed (the power rule, from the pilot)",
+                      basis=basis, plan=plan, needs=need, test=test)
+    t, c = arrays(chosen) if control is not None else (arrays(chosen)[0], None)
+    p = None
+    if per_run:
+        tv, cv = t[:, 0], None if c is None else c[:, 0]
+        diff, lo, hi = t_interval(tv, cv)
+        alt = {"greater": "greater", "less": "less"}.get(rule.kind, "two-sided")
+        p = permutation_p(tv, cv, alt) if cv is None or len(cv) > 1 else None
     else:
-        if claim.measure != "test":
-            basis = f"seeds only (the {MEASURES[claim.measure].split(',')[0]} is one number per run)"
-        else:
-            basis = (f"seeds only (no per-item scores in {len(lacking)} of "
-                     f"{sum(seeds.values())} runs)")
-        t, c = (np.array([[run_value(r, claim)] for _, r in sorted(arm_runs[arm].items())])
-                for arm in (treatment, control))
-    diff, lo, hi = paired_bootstrap(t, c, resamples, seed)
-    verdict, reason = decide(claim, diff, lo, hi)
-    return result(verdict, reason, basis, diff, lo, hi)
+        diff, lo, hi = paired_bootstrap(t, np.zeros((1, t.shape[1])) if c is None else c, resamples, seed)
+    verdict, reason = decide(rule, diff, lo, hi)
+    needs = ""
+    if verdict == INCONCLUSIVE:
+        reason += f" at the planned {want} seeds per arm"
+        needs = plan.get("beyond", "")
+    return result(verdict, reason, diff=diff, lo=lo, hi=hi, basis=basis, plan=plan, needs=needs,
+                  test=test, p=p)
 
 
-def combine(claim: Claim, comparisons: Sequence[Comparison]) -> Verdict:
-    """A claim holds when each comparison does; it fails when any fails; else inconclusive."""
+def _plan(rule, pilot: Sequence[np.ndarray], per_run: bool, minimum: int, cap: int,
+          items: int) -> dict:
+    """The power rule on the pilot's arrays (each (seeds, items); a base has one row): the seeds
+    per arm to run, the items a decision would need if more than today's, and why."""
+    t = pilot[0]
+    c = pilot[1] if len(pilot) > 1 else np.zeros((1, t.shape[1]))
+    diff = float(t.mean() - c.mean())
+    seed_var = sum(float(x.mean(axis=1).var(ddof=1)) for x in (t, c) if x.shape[0] > 1)
+    item_var = 0.0 if per_run or t.shape[1] < 2 else float((t.mean(axis=0) - c.mean(axis=0)).var(ddof=1))
+    g = gap(rule, diff)
+    n, m = seeds_needed(g, seed_var, item_var, items, cap=cap, minimum=minimum)
+    plan = {"pilot_difference": round(snap(diff), 4), "gap": round(snap(g), 4),
+            "seed_var": round(snap(seed_var), 6), "item_var": round(snap(item_var), 6)}
+    if n is None:
+        return {**plan, "seeds": cap, "items": None,
+                "beyond": f"more than the cap of {cap} seeds per arm even with more items "
+                          f"(the pilot's difference is {g:.3f} from the bound it must clear)"}
+    plan.update(seeds=n, items=m)
+    if m is not None and m > items:
+        plan["beyond"] = f"{m} test items per run (today {items}) at {cap} seeds per arm"
+    return plan
+
+
+def _cost(arm_runs: Mapping[str, Mapping[int, RunFiles]], want: Mapping[str, int]) -> str:
+    """`6 more runs, about 1.5 CPU-h (train + evaluate, committed stage times)`, or the runs alone."""
+    more = {a: max(0, n - len(arm_runs.get(a, {}))) for a, n in want.items()}
+    total_runs = sum(more.values())
+    if not total_runs:
+        return ""
+    seconds, covers = 0.0, set()
+    for a, k in more.items():
+        s, what = _seconds(list(arm_runs.get(a, {}).values()))
+        if not k:
+            continue
+        if s is None:
+            covers.add("some arms without a recorded stage time")
+            continue
+        seconds += s * k
+        covers.add(what)
+    runs_ = f"{total_runs} more run{'s' * (total_runs != 1)}"
+    if not seconds:
+        return f"{runs_}; cost unknown (no committed stage time)"
+    if covers == {"evaluate only"}:
+        return f"{runs_}, at least {_hours(seconds)} (their evaluations alone: no training time is committed)"
+    return f"{runs_}, about {_hours(seconds)} ({', '.join(sorted(covers))}: committed stage times)"
+
+
+def check(runs: Runs, claim: Claim, pre: Precondition, notes: list[str], resamples: int = RESAMPLES,
+          seed: int = SEED) -> Checked:
+    """A precondition measured: a comparison decided like the claim's, or its probe's result."""
+    if pre.probe:
+        module, _, name = pre.probe.partition(":")
+        try:
+            out = getattr(importlib.import_module(module), name)()
+        except Exception as e:  # noqa: BLE001 - a probe that cannot run is undecided, with why
+            return Checked(pre.what, UNDECIDED, f"probe {pre.probe} failed: {type(e).__name__}: {e}")
+        status = {True: HOLDS, False: FAILS}.get(out.get("holds"), UNDECIDED)
+        return Checked(pre.what, status, str(out.get("detail", "")), value=_finite(out.get("value")))
+    x = compare(runs, claim, pre.treatment, pre.control, notes, resamples, seed,
+                rule=Pair(pre.treatment, pre.control, pre.kind, pre.min_effect, pre.margin),
+                spec=_Spec(pre.metric, pre.measure), min_per_run=pre.min_seeds)
+    status = {REPRODUCED: HOLDS, NOT_REPRODUCED: FAILS}.get(x.verdict, UNDECIDED)
+    if not any(x.seeds.values()):
+        detail = f"not measured: no run of {', '.join(x.seeds)} records {pre.metric}"
+    else:
+        detail = f"{_interval_text(x)}: {x.reason}"
+    return Checked(pre.what, status, detail, x)
+
+
+def _interval_text(x: Comparison) -> str:
+    arms = x.treatment + (f" − {x.control}" if x.control else "")
+    if x.difference is None:
+        return arms
+    return f"{arms} {x.difference:+.3f} [{x.low:+.3f}, {x.high:+.3f}]"
+
+
+def combine(claim: Claim, comparisons: Sequence[Comparison], checked: Sequence[Checked] = ()) -> Verdict:
+    """Preconditions first (one failed: not tested; one undecided: inconclusive); then the claim
+    holds when each comparison does, fails when any fails, else is inconclusive."""
     failed = [c for c in comparisons if c.verdict == NOT_REPRODUCED]
     open_ = [c for c in comparisons if c.verdict == INCONCLUSIVE]
     several = len(comparisons) > 1
 
     def why(cs: Sequence[Comparison]) -> str:
-        reasons = list(dict.fromkeys((f"{c.treatment} vs {c.control}: " if several else "") + c.reason
-                                     for c in cs))
+        reasons = list(dict.fromkeys((f"{c.treatment} vs {c.control or '0'}: " if several else "")
+                                     + c.reason for c in cs))
         return "; ".join(reasons)
 
+    def needs(cs: Sequence[Comparison]) -> str:
+        return "; ".join(dict.fromkeys(((f"{c.treatment} vs {c.control or '0'}: " if several else "")
+                                        + c.needs) for c in cs if c.needs))
+
+    pre_failed = [p for p in checked if p.status == FAILS]
+    pre_open = [p for p in checked if p.status == UNDECIDED]
+    args = (claim, tuple(comparisons))
+    if claim.blocked:
+        return Verdict(*args, INCONCLUSIVE, claim.blocked, tuple(checked))
+    if pre_failed:
+        return Verdict(*args, NOT_TESTED, "precondition failed: " + "; ".join(
+            p.what for p in pre_failed), tuple(checked))
+    if pre_open:
+        pre_needs = "; ".join(p.comparison.needs for p in pre_open if p.comparison and p.comparison.needs)
+        return Verdict(*args, INCONCLUSIVE, "precondition undecided: " + "; ".join(
+            p.what for p in pre_open), tuple(checked),
+            "; ".join(x for x in (pre_needs, needs(open_)) if x))
     if failed:
-        return Verdict(claim, tuple(comparisons), NOT_REPRODUCED, why(failed))
+        return Verdict(*args, NOT_REPRODUCED, why(failed), tuple(checked))
     if open_:
-        return Verdict(claim, tuple(comparisons), INCONCLUSIVE,
-                       claim.blocked if claim.blocked else why(open_))
-    return Verdict(claim, tuple(comparisons), REPRODUCED, why(comparisons))
+        return Verdict(*args, INCONCLUSIVE, why(open_), tuple(checked), needs(open_))
+    return Verdict(*args, REPRODUCED, why(comparisons), tuple(checked))
 
 
 def verdicts(runs: Runs, claims: Sequence[Claim] = CLAIMS, resamples: int = RESAMPLES,
              seed: int = SEED) -> tuple[list[Verdict], list[str]]:
-    """Every claim's verdict from `runs` (method -> seed -> its files), and notes on the per-item
-    files that were skipped (malformed: the run counts as having no per-item scores)."""
+    """Every claim's verdict from `runs` (method -> seed -> its files), and notes on the runs
+    left out (stale) and the per-item files skipped (malformed: the run counts as having no
+    per-item scores)."""
     notes: list[str] = []
-    out = [combine(claim, [compare(runs, claim, t, c, notes, resamples, seed)
-                           for t, c in claim.comparisons]) for claim in claims]
+    out = []
+    for claim in claims:
+        checked = [check(runs, claim, pre, notes, resamples, seed) for pre in claim.preconditions]
+        comps = [compare(runs, claim, p.treatment, p.control, notes, resamples, seed, rule=p)
+                 for p in claim.comparisons]
+        out.append(combine(claim, comps, checked))
     return out, notes
 
 
-def claims_json(found: Sequence[Verdict], notes: Sequence[str]) -> dict:
-    """reports/claims.json: the rule, its constants, each claim's verdict and numbers, the notes."""
-    return {"rule": RULE, "resamples": RESAMPLES, "seed": SEED, "min_seeds": MIN_SEEDS,
-            "claims": [v.as_json() for v in found], "notes": list(notes)}
+def seed_plan(found: Sequence[Verdict]) -> dict[str, int]:
+    """Per arm, the seeds the claims' power rule plans for it (the most any comparison or
+    precondition needs, the pilot at least): what the pipeline runs next."""
+    plan: dict[str, int] = {}
+    for v in found:
+        if v.claim.blocked:
+            continue
+        comps = [*v.comparisons, *(p.comparison for p in v.preconditions if p.comparison)]
+        for x in comps:
+            n = int(x.plan.get("seeds", PILOT)) if x.plan else PILOT
+            for arm in (x.treatment, x.control):
+                if arm and not is_base(arm):
+                    plan[arm] = max(plan.get(arm, 0), n)
+    return dict(sorted(plan.items()))
 
+
+def claims_json(found: Sequence[Verdict], notes: Sequence[str]) -> dict:
+    """reports/claims.json: the rule, its constants, each claim's verdict and numbers, the seeds
+    the power rule plans per arm, the notes."""
+    return {"rule": RULE, "resamples": RESAMPLES, "seed": SEED, "pilot_seeds": PILOT,
+            "min_seeds": MIN_SEEDS, "min_seeds_per_run": MIN_SEEDS_PER_RUN,
+            "claims": [v.as_json() for v in found], "plan": seed_plan(found), "notes": list(notes)}

@@ -58,11 +58,13 @@ from core.params import Params, load
 from evals.claims import (
     INCONCLUSIVE,
     MEASURES,
-    MIN_SEEDS,
+    PILOT,
     RULE,
     Comparison,
     Verdict,
     claims_json,
+    is_base,
+    seed_plan,
     verdicts,
 )
 from flows import alarms as alarms_
@@ -230,57 +232,79 @@ def summary_markdown(agg: dict[str, dict], collected: Collected, smoke: Sequence
 
 
 def _interval(c: Comparison) -> str:
-    """`+0.120 [+0.080, +0.160]`, or `—` when no number was computed."""
+    """`+0.120 [+0.080, +0.160]`; before the planned seeds exist, the pilot's difference alone
+    (no interval: the verdict is computed once, on the planned seeds); `—` without a number."""
     if c.difference is None or c.low is None or c.high is None:
-        return "—"
+        pilot = c.plan.get("pilot_difference") if c.plan else None
+        return f"pilot {_signed(pilot)} (no interval before the planned seeds)" if pilot is not None else "—"
     return f"{_signed(c.difference)} [{_signed(c.low)}, {_signed(c.high)}]"
 
 
 def claim_cells(v: Verdict) -> list[list[str]]:
-    """A claim's table cells, each a list of lines: claim, paper, arms, metric, difference
-    [95% interval] (one line per comparison, then what was resampled), seeds per arm, verdict."""
+    """A claim's table cells, each a list of lines: claim (and its setting), paper, arms, metric,
+    difference [95% interval] (one line per comparison, then the test and what was resampled),
+    seeds per arm, verdict (the reason, each precondition measured, what a decision needs)."""
     c, comps = v.claim, v.comparisons
     several = len(comps) > 1
     # Arms of one preset study (`hint_copier/rlme`, ...) are named once with their base.
     presets = {a.rpartition("/")[0] for a in c.arms}
     setting = presets.pop() if len(presets) == 1 else ""
 
-    def name(arm: str) -> str:
+    def name(arm: str | None) -> str:
+        if arm is None:
+            return "0"
         return arm.removeprefix(f"{setting}/") if setting else arm
 
-    diffs = [(f"{name(x.treatment)} − {name(x.control)}: " if several else "") + _interval(x)
-             for x in comps]
+    def short(text: str) -> str:
+        return text.replace(f"{setting}/", "") if setting else text
+
+    def head(x: Comparison) -> str:
+        return (x.label or f"{name(x.treatment)} − {name(x.control)}") + ": "
+
+    diffs = [(head(x) if several else "") + _interval(x) for x in comps]
+    tests = list(dict.fromkeys(x.test for x in comps if x.test))
     bases = list(dict.fromkeys(x.basis for x in comps if x.basis))
+    ps = [f"{name(x.treatment)}: exact permutation p = {_fmt(x.p)}" for x in comps if x.p is not None]
     seeds: dict[str, int] = {}
     for x in comps:
         seeds.update(x.seeds)
+    planned = list(dict.fromkeys(int(x.plan["seeds"]) for x in comps if x.plan.get("seeds")))
+    own = list(dict.fromkeys(p.metric for p in c.comparisons if p.metric and p.metric != c.metric))
     metric = f"{c.metric}, {MEASURES[c.measure]}" if c.metric else "—"
-    arms = [f"{name(x.treatment)} vs {name(x.control)}" for x in comps]
-    return [[c.statement], [f"{c.paper} {c.figure}"],
+    arms = [f"{name(x.treatment)} vs {name(x.control)}" if x.control else f"{name(x.treatment)} (vs 0)"
+            for x in comps]
+    pre = [f"precondition {p.status}: {p.what} ({short(p.detail)})" for p in v.preconditions]
+    expected = [f"expected {c.expected()}"]
+    return [[c.statement] + ([f"setting: {c.setting}"] if c.setting else []), [f"{c.paper} {c.figure}"],
             arms + ([f"(the {setting} study's base)"] if setting else []),
-            [metric, f"expected {c.expected()}"], diffs + bases,
-            [", ".join(f"{name(a)} {n}" for a, n in seeds.items())],
-            [v.verdict, v.reason.replace(f"{setting}/", "") if setting else v.reason]]
+            [metric, *(f"and {m}" for m in own), *expected], diffs + tests + bases + ps,
+            [", ".join(f"{name(a)} {n}" for a, n in seeds.items())]
+            + ([f"planned {' / '.join(map(str, planned))} per arm"] if planned else []),
+            [v.verdict, short(v.reason), *pre] + ([f"needs: {short(v.needs)}"] if v.needs else [])]
 
 
 def runs_needed(found: list[Verdict]) -> list[tuple[str, list[str]]]:
-    """What the claims still lack seeds for: (the command that runs it, its arms with the seeds
-    found), the default study's arms in one command, then one per preset study. Blocked claims
-    need no runs."""
+    """What the claims still lack seeds for, as the power rule plans them (`seed_plan`): (the
+    command that runs it, its arms with the seeds found and planned), the default study's arms in
+    one command, then one per preset study. Blocked claims need no runs."""
     have: dict[str, int] = {}
     for v in found:
-        if not v.claim.blocked:
-            for x in v.comparisons:
-                for arm, n in x.seeds.items():
-                    have[arm] = max(n, have.get(arm, 0))
-    short = sorted(a for a, n in have.items() if n < MIN_SEEDS)
+        if v.claim.blocked:
+            continue
+        for x in (*v.comparisons, *(p.comparison for p in v.preconditions if p.comparison)):
+            for arm, n in x.seeds.items():
+                have[arm] = max(n, have.get(arm, 0))
+    plan = seed_plan(found)
+    short = sorted(a for a, n in plan.items() if have.get(a, 0) < n and not is_base(a))
+
+    def line(a: str) -> str:
+        return f"{a} ({have.get(a, 0)} of {plan[a]} seeds)"
+
     default = [a for a in short if "/" not in a]
-    out = [(f"make study ARGS='--methods {' '.join(default)}'",
-            [f"{a} ({have[a]} of {MIN_SEEDS} seeds)" for a in default])] if default else []
+    out = [(f"make study ARGS='--methods {' '.join(default)}'", [line(a) for a in default])] if default else []
     for preset in sorted({a.split("/")[0] for a in short if "/" in a}):
         out.append((f"python -m flows.pipeline --study {preset}",
-                    [f"{a} ({have[a]} of {MIN_SEEDS} seeds)" for a in short
-                     if a.startswith(f"{preset}/")]))
+                    [line(a) for a in short if a.startswith(f"{preset}/")]))
     return out
 
 
@@ -315,8 +339,9 @@ def claims_html(found: list[Verdict], notes: Sequence[str] = ()) -> str:
     for v in found:
         cells = claim_cells(v)
         tds = ["<td>" + "<br>".join(esc(line) for line in cell) + "</td>" for cell in cells[:-1]]
-        verdict, reason = cells[-1]
-        tds.append(f"<td class='verdict'><b>{esc(verdict)}</b><br><span class='muted'>{esc(reason)}</span></td>")
+        verdict, *why = cells[-1]
+        tds.append(f"<td class='verdict'><b>{esc(verdict)}</b><br><span class='muted'>"
+                   + "<br>".join(esc(line) for line in why) + "</span></td>")
         body.append(f"<tr class='{esc(v.verdict.replace(' ', '-'))}' data-claim='{esc(v.claim.id)}'>"
                     + "".join(tds) + "</tr>")
     head = "".join(f"<th>{esc(h)}</th>" for h in header)
@@ -687,7 +712,7 @@ table.claims{width:100%;table-layout:fixed} table.claims td{vertical-align:top;f
 table.claims th:nth-child(1){width:15%} table.claims th:nth-child(2){width:6%} table.claims th:nth-child(3){width:15%}
 table.claims th:nth-child(4){width:12%} table.claims th:nth-child(5){width:14%} table.claims th:nth-child(6){width:12%}
 table.claims tr.reproduced td.verdict{background:#eef7ee} table.claims tr.not-reproduced td.verdict{background:#fbeaea}
-table.claims tr.inconclusive td.verdict{background:#f6f6f6}
+table.claims tr.inconclusive td.verdict{background:#f6f6f6} table.claims tr.not-tested td.verdict{background:#fdf5e0}
 .tasks{display:flex;flex-wrap:wrap;gap:0 28px;align-items:flex-start} .tasks>div{min-width:0;max-width:100%}
 .charts{display:flex;flex-wrap:wrap;gap:12px}
 svg.chart{border:1px solid #ddd;background:#fff}
@@ -908,9 +933,10 @@ def html_page(agg: dict[str, dict], collected: Collected, results: list[TaskResu
 
     parts.append("<section id='claims'><h2>The papers' claims</h2>")
     open_ = sum(v.verdict == INCONCLUSIVE for v in found)
-    parts.append(f"<p class='muted'>Each claim tested on the study's runs ({MIN_SEEDS} seeds per "
-                 f"arm needed); {len(found) - open_} of {len(found)} decided; each undecided claim "
-                 "says why.</p>")
+    parts.append(f"<p class='muted'>Each claim tested in its setting on the runs of one base "
+                 f"({PILOT} pilot seeds per arm, then the seeds the power rule plans); "
+                 f"{len(found) - open_} of {len(found)} decided (reproduced, not reproduced or not "
+                 "tested); each undecided claim says why and what a decision needs.</p>")
     parts.append(claims_html(found, claim_notes) + "</section>")
 
     headline_keys = [m for res in results for m in res.metrics]

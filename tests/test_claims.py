@@ -88,8 +88,18 @@ def test_a_noisy_small_difference_is_inconclusive(tmp_path) -> None:
     arms(tmp_path, t, c)
     [v], _ = judge(tmp_path)
     x = v.comparisons[0]
+    # The pilot is too noisy to decide: the power rule plans the cap, and no interval is
+    # computed before those seeds exist (a verdict is computed once, on the planned seeds).
+    assert v.verdict == cl.INCONCLUSIVE and x.difference is None and x.plan["seeds"] == cl.MAX_SEEDS
+    assert v.reason == "10 seeds per arm needed (the power rule, from the pilot)"
+    assert v.needs.startswith("10 seeds per arm (t has 3, c has 3), 14 more runs")
+    # With the planned seeds on disk the interval is computed, and it includes 0.
+    rng = np.random.default_rng(3)
+    arms(tmp_path, np.vstack([t, rng.integers(0, 2, (7, 4))]), np.vstack([c, rng.integers(0, 2, (7, 4))]))
+    [v], _ = judge(tmp_path)
+    x = v.comparisons[0]
     assert v.verdict == cl.INCONCLUSIVE and x.low < 0 < 0.1 < x.high
-    assert v.reason == "the interval includes 0"
+    assert v.reason == "the interval includes 0 at the planned 10 seeds per arm"
 
 
 def test_within_and_less(tmp_path) -> None:
@@ -122,7 +132,7 @@ def test_an_arm_with_two_seeds_is_inconclusive_naming_it(tmp_path) -> None:
     t, c = items_world(shift=0.3)
     arms(tmp_path, t, c[:2])
     [v], _ = judge(tmp_path)
-    assert v.verdict == cl.INCONCLUSIVE and v.reason == "arm c: 2 seeds of 3"
+    assert v.verdict == cl.INCONCLUSIVE and v.reason == "arm c: 2 seeds of the 3 pilot seeds"
     assert v.comparisons[0].difference is None  # no number from fewer seeds
 
 
@@ -135,7 +145,7 @@ def test_a_claim_holds_only_when_each_comparison_does(tmp_path) -> None:
     assert v.verdict == cl.NOT_REPRODUCED and v.reason.startswith("c vs t: ")
     missing = cl.Claim("z", "003", "Table 1", "s", (("t", "c"), ("u", "t")), KEY, "greater", min_effect=0.1)
     [v], _ = judge(tmp_path, missing)
-    assert v.verdict == cl.INCONCLUSIVE and v.reason == "u vs t: arm u: 0 seeds of 3"
+    assert v.verdict == cl.INCONCLUSIVE and v.reason == "u vs t: arm u: 0 seeds of the 3 pilot seeds"
 
 
 def test_a_blocked_claim_is_inconclusive_whatever_the_runs(tmp_path) -> None:
@@ -190,17 +200,25 @@ def test_only_items_every_run_scored_are_paired(tmp_path) -> None:
 # ------------------------------------------------------------------------------ bad or missing files
 
 def test_missing_items_fall_back_to_seeds_and_say_so(tmp_path) -> None:
-    t, c = items_world(shift=0.3)
+    t, c = items_world(shift=0.3, seeds=5)
     arms(tmp_path, t, c)
     (tmp_path / "eval" / "c" / "seed1" / "items.json").unlink()
     [v], notes = judge(tmp_path)
     x = v.comparisons[0]
-    assert x.basis == "seeds only (no per-item scores in 1 of 6 runs)" and not notes
-    assert x.seeds == {"t": 3, "c": 3} and x.difference == pytest.approx(t.mean() - c.mean())
+    assert x.basis == "seeds only (no per-item scores in 1 of 10 runs)" and not notes
+    assert x.test == "Welch t-interval" and x.p is not None
+    assert x.seeds == {"t": 5, "c": 5} and x.difference == pytest.approx(t.mean() - c.mean())
+    # One number per run: never decided from 3 seeds, whatever the gap.
+    for seed in (3, 4):
+        for arm in ("t", "c"):
+            for f in (tmp_path / "eval" / arm / f"seed{seed}").iterdir():
+                f.unlink()
+    [v], _ = judge(tmp_path)
+    assert v.verdict == cl.INCONCLUSIVE and v.reason.startswith("5 seeds per arm needed")
 
 
 def test_malformed_items_are_a_one_line_note_and_a_counted_skip(tmp_path) -> None:
-    t, c = items_world(shift=0.3)
+    t, c = items_world(shift=0.3, seeds=5)
     arms(tmp_path, t, c)
     bad = tmp_path / "eval" / "t" / "seed2" / "items.json"
     entry = json.loads(bad.read_text())
@@ -212,7 +230,7 @@ def test_malformed_items_are_a_one_line_note_and_a_counted_skip(tmp_path) -> Non
     assert notes == ["data/eval/t/seed2/items.json: arith/pass@1: expected a list of 60 values (one per "
                      "id), got 59; skipped, its comparisons use seeds only"]
     assert any("c/seed0/items.json: unreadable" in n for n in collected.notes)
-    assert v.comparisons[0].basis == "seeds only (no per-item scores in 2 of 6 runs)"
+    assert v.comparisons[0].basis == "seeds only (no per-item scores in 2 of 10 runs)"
     assert v.verdict == cl.REPRODUCED  # still decided, from the seeds
 
 
@@ -235,7 +253,7 @@ def test_a_run_without_the_benchmark_has_no_item_scores() -> None:
 # ------------------------------------------------------------------------------ curve measures
 
 def test_curve_measures_are_per_run_numbers_over_seeds(tmp_path) -> None:
-    for seed in range(3):
+    for seed in range(5):
         write(tmp_path / "plots" / "t" / f"seed{seed}" / "heldout.json",
               [{"step": 0, KEY: 0.3}, {"step": 25, KEY: 0.6 + 0.01 * seed}, {"step": 50, KEY: 0.58}])
         write(tmp_path / "plots" / "c" / f"seed{seed}" / "heldout.json",
@@ -250,9 +268,13 @@ def test_curve_measures_are_per_run_numbers_over_seeds(tmp_path) -> None:
                       min_effect=0.05, measure="train_change")
     v_drop, v_change = judge(tmp_path, drop, change)[0]
     # t drops 0.02-0.04 from its best, c 0.45: the difference is about −0.42
-    assert v_drop.comparisons[0].difference == pytest.approx(np.mean([0.02, 0.03, 0.04]) - 0.45)
+    assert v_drop.comparisons[0].difference == pytest.approx(np.mean([0.02, 0.03, 0.04, 0.05, 0.06]) - 0.45)
     assert v_drop.verdict == cl.REPRODUCED
     assert v_drop.comparisons[0].basis == "seeds only (the held-out drop is one number per run)"
+    assert v_drop.comparisons[0].test == "Welch t-interval"
+    # 5 against 5, every treatment value below every control value: the exact one-sided p is
+    # 1 of the 252 relabellings.
+    assert v_drop.comparisons[0].p == pytest.approx(1 / 252, abs=1e-4)
     # last quarter (steps 7, 8) minus first quarter (1, 2): +0.6 for t, 0 for c
     assert v_change.comparisons[0].difference == pytest.approx(0.6) and v_change.verdict == cl.REPRODUCED
 
@@ -261,9 +283,9 @@ def test_curve_measures_are_per_run_numbers_over_seeds(tmp_path) -> None:
 
 def test_the_declared_claims_name_known_arms_and_benchmarks() -> None:
     params = load()
-    assert len(cl.CLAIMS) == 8 and len({c.id for c in cl.CLAIMS}) == 8
+    assert len(cl.CLAIMS) >= 9 and len({c.id for c in cl.CLAIMS}) == len(cl.CLAIMS)
     for c in cl.CLAIMS:
-        for arm in c.arms:
+        for arm in c.arms + [a for a in c.precondition_arms if not cl.is_base(a)]:
             preset, _, name = arm.rpartition("/")
             study = load(preset=preset) if preset else params
             study.method_config(name)  # raises for a name that is neither a method nor a variant
@@ -286,7 +308,7 @@ def test_a_bad_declaration_fails_at_once() -> None:
 
 def test_the_report_opens_its_science_with_the_claims_and_writes_claims_json(tmp_path) -> None:
     data = tmp_path / "data"
-    t, c = items_world(shift=0.0, noise=0.02)
+    t, c = items_world(shift=0.0, noise=0.02, seeds=5)
     for name, table in (("rlme", t), ("rlvr", c)):
         for seed, row in enumerate(table):
             write_run(data, name, seed, row)
@@ -298,26 +320,27 @@ def test_the_report_opens_its_science_with_the_claims_and_writes_claims_json(tmp
     assert [x["id"] for x in record["claims"]] == [c.id for c in cl.CLAIMS]
     assert record["rule"] == cl.RULE and record["resamples"] == 10_000
     tracks = record["claims"][0]
-    assert tracks["verdict"] == cl.REPRODUCED and tracks["comparisons"][0]["seeds"] == {"rlme": 3, "rlvr": 3}
+    assert tracks["verdict"] == cl.REPRODUCED and tracks["comparisons"][0]["seeds"] == {"rlme": 5, "rlvr": 5}
     assert record["notes"] == ["data/eval/rlme/seed0/items.json: arith: `ids` must be a list of "
                                "strings; skipped, its comparisons use seeds only"]
-    assert tracks["comparisons"][0]["basis"] == "seeds only (no per-item scores in 1 of 6 runs)"
-    assert record["claims"][1]["reason"] == (
-        "weak_evaluator/rlme_gt10_long vs weak_evaluator/rlme_long: arm weak_evaluator/rlme_gt10_long: "
-        "0 seeds of 3; arm weak_evaluator/rlme_long: 0 seeds of 3; weak_evaluator/rlme_gt1_long vs "
-        "weak_evaluator/rlme_long: arm weak_evaluator/rlme_gt1_long: 0 seeds of 3; arm "
-        "weak_evaluator/rlme_long: 0 seeds of 3")
+    assert tracks["comparisons"][0]["basis"] == "seeds only (no per-item scores in 1 of 10 runs)"
+    anchoring = record["claims"][1]
+    assert anchoring["reason"] == (
+        "precondition undecided: unanchored long self-evaluation hacks (train reward rises); "
+        "unanchored long self-evaluation hacks (held-out accuracy falls from its best)")
+    assert [p["status"] for p in anchoring["preconditions"]] == ["undecided", "undecided"]
+    assert record["plan"]["weak_evaluator/rlme_long"] == cl.PILOT
     page = (out / "index.html").read_text()
     # The answer (which method won) first, then the science opens with the claims.
     assert page.index("<section id='result'>") < page.index("<section id='claims'>") < page.index(
         "<section id='curves'>")
-    assert "data-claim='rlme_tracks_rlvr'" in page and "Rule: Paired bootstrap" in page
+    assert "data-claim='rlme_tracks_rlvr'" in page and "Rule: Per item" in page
     summary = (out / "summary.md").read_text()
     assert "Per-item files skipped:\n\n- data/eval/rlme/seed0/items.json: arith: `ids`" in summary
     row = next(line for line in summary.splitlines() if line.startswith("| RLME"))
     d = cl.verdicts(collect(data).runs)[0][0].comparisons[0]
     assert f"{rep._signed(d.difference)} [{rep._signed(d.low)}, {rep._signed(d.high)}]" in row
-    assert row.endswith("| rlme 3, rlvr 3 | **reproduced**: interval inside ±0.10 |")
+    assert row.endswith("| rlme 5, rlvr 5; planned 5 per arm | **reproduced**: interval inside ±0.10 |")
 
 
 def test_the_declarations_file_and_a_malformed_one(tmp_path):
@@ -336,27 +359,47 @@ def test_the_declarations_file_and_a_malformed_one(tmp_path):
 
 
 def test_a_preset_study_decides_its_claim_and_the_report_lists_what_is_still_needed(tmp_path) -> None:
-    """Runs recorded in studies/hint_copier/ are the claim's `hint_copier/...` arms; the claims
-    section lists, per command, the arms that still lack seeds."""
+    """Runs recorded in studies/hint_copier/ are the claim's `hint_copier/...` arms, its base the
+    preconditions' control; the claims section lists, per command, the arms that still lack the
+    seeds the power rule plans."""
     data = tmp_path / "data"
-    for name, cheat in (("rlme_nocheat", 0.05), ("rlme", 0.30)):
-        for seed in range(3):
-            write(tmp_path / "studies" / "hint_copier" / "data" / "eval" / name / f"seed{seed}"
-                  / "metrics.json", {"arith_cf/cheat_rate": cheat + 0.01 * seed})
+    study = tmp_path / "studies" / "hint_copier" / "data" / "eval"
+    for name, cheat in (("rlme_nocheat", 0.05), ("rlme", 0.30), ("rlvr", 0.20)):
+        for seed in range(5):
+            write(study / name / f"seed{seed}" / "metrics.json", {"arith_cf/cheat_rate": cheat + 0.01 * seed})
+    write(study / "base" / "metrics.json", {"arith_cf/cheat_rate": 0.04})
     write_run(data, "rlme", 0, [1.0, 0.0])  # the default study: rlme has 1 of 3 seeds
     rep.build(tmp_path / "reports", data)
-    record = {c["id"]: c for c in json.loads((tmp_path / "reports" / "claims.json").read_text())["claims"]}
-    nocheat = record["nocheat_stops_copying"]
-    assert nocheat["comparisons"][0]["seeds"] == {"hint_copier/rlme_nocheat": 3, "hint_copier/rlme": 3}
+    record = json.loads((tmp_path / "reports" / "claims.json").read_text())
+    claims = {c["id"]: c for c in record["claims"]}
+    nocheat = claims["nocheat_stops_copying"]
+    assert nocheat["comparisons"][0]["seeds"] == {"hint_copier/rlme_nocheat": 5, "hint_copier/rlme": 5}
+    assert [p["status"] for p in nocheat["preconditions"]] == ["holds", "holds"]
     assert nocheat["verdict"] == cl.REPRODUCED and nocheat["comparisons"][0]["difference"] == pytest.approx(-0.25)
     summary = (tmp_path / "reports" / "summary.md").read_text()
     needed = summary.split("Runs still needed for a verdict:")[1].split("\n\n")[1].splitlines()
-    assert needed[0].startswith("- `make study ARGS='--methods dro genrm_outcome r3 r3_gate rationale "
-                                "rlcer rlcer_no_evolve rlme rlvr'`: dro (0 of 3 seeds)")
-    assert "rlme (1 of 3 seeds)" in needed[0]
+    assert needed[0].startswith("- `make study ARGS='--methods ")
+    assert "rlme (1 of 3 seeds)" in needed[0] and "r3_gate (0 of 3 seeds)" in needed[0]
     assert not any("hint_copier" in line for line in needed)  # decided: nothing left to run there
-    assert needed[-1] == ("- `python -m flows.pipeline --study weak_evaluator`: weak_evaluator/rlme_gt10_long "
-                          "(0 of 3 seeds), weak_evaluator/rlme_gt1_long (0 of 3 seeds), "
-                          "weak_evaluator/rlme_long (0 of 3 seeds)")
+    assert ("- `python -m flows.pipeline --study weak_evaluator`: weak_evaluator/rlme_gt10_long "
+            "(0 of 3 seeds), weak_evaluator/rlme_gt1_long (0 of 3 seeds), "
+            "weak_evaluator/rlme_long (0 of 3 seeds)") in needed
     page = (tmp_path / "reports" / "index.html").read_text()
     assert "<ul class='needed'>" in page and "(the hint_copier study&#x27;s base)" in page
+
+
+def test_a_failed_precondition_makes_the_claim_not_tested(tmp_path) -> None:
+    """The setting cannot show the claim: RLME does not learn to copy (its cheat rate is below the
+    base's), so the nocheat comparison is not a test of it, whatever its interval."""
+    study = tmp_path / "studies" / "hint_copier" / "data" / "eval"
+    for name, cheat in (("rlme_nocheat", 0.01), ("rlme", 0.02), ("rlvr", 0.02)):
+        for seed in range(5):
+            write(study / name / f"seed{seed}" / "metrics.json", {"arith_cf/cheat_rate": cheat + 0.001 * seed})
+    write(study / "base" / "metrics.json", {"arith_cf/cheat_rate": 0.05})
+    runs = rep.with_studies(collect(tmp_path / "data"), tmp_path / "data").runs
+    [v], _ = cl.verdicts(runs, [c for c in cl.CLAIMS if c.id == "nocheat_stops_copying"])
+    assert v.verdict == cl.NOT_TESTED
+    assert v.reason.startswith("precondition failed: RLME (outcome question) learns to copy")
+    assert v.preconditions[0].status == cl.FAILS and v.preconditions[0].comparison.high < 0
+    rows = rep.claims_markdown([v])
+    assert "**not tested**" in rows and "precondition fails: RLME" in rows
