@@ -1,4 +1,5 @@
-"""Batched sampling for evaluation (transformers `generate`; vLLM serves rollouts on GPUs)."""
+"""Batched sampling for evaluation: the lab's sampler for the lab's models on the CPU
+(models/sampler.py), transformers `generate` for anything else (vLLM serves rollouts on GPUs)."""
 
 from __future__ import annotations
 
@@ -22,19 +23,31 @@ def generate(model, tokenizer, prompts: list[str], *, num_samples: int = 1, temp
                          batch_size=batch_size)
 
 
+# Rows per call of the lab sampler: its cost per row falls with the batch (the matrix products
+# run nearer the CPU's peak), and its KV cache for the tiny model at this many rows and the
+# evaluate stage's lengths is a few hundred MB.
+LAB_ROWS = 1024
+
+
 def _generate(model, tokenizer, prompts: list[str], device, *, num_samples: int, temperature: float,
               greedy: bool, max_new_tokens: int, batch_size: int) -> list[list[str]]:
+    from models.sampler import lab_generate, supports
+
     out: list[list[str]] = []
-    per_batch = max(1, batch_size // (1 if greedy else num_samples))
+    n = 1 if greedy else num_samples
+    rows = max(batch_size, LAB_ROWS) if supports(model) else batch_size
+    per_batch = max(1, rows // n)
     for i in range(0, len(prompts), per_batch):
         chunk = prompts[i:i + per_batch]
         enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
-        n = 1 if greedy else num_samples
-        ids = model.generate(
-            **enc, do_sample=not greedy, temperature=None if greedy else temperature,
-            top_p=None, top_k=None, num_return_sequences=n, max_new_tokens=max_new_tokens,
-            pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-        )
+        # Rows repeated here rather than by `num_return_sequences`: the same rows, in the same
+        # order, as `generate` makes of them.
+        ids = lab_generate(
+            model, enc["input_ids"].repeat_interleave(n, dim=0),
+            enc["attention_mask"].repeat_interleave(n, dim=0), do_sample=not greedy,
+            temperature=None if greedy else temperature, top_p=None, top_k=None,
+            max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id)
         texts = tokenizer.batch_decode(ids[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
         out.extend(texts[j * n:(j + 1) * n] for j in range(len(chunk)))
     return out
