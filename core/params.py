@@ -317,6 +317,9 @@ class GRPO(Strict):
     # accelerate config file of that launch (null = by device; docs/multiprocess.md).
     num_processes: int = Field(default=1, ge=1)
     accelerate_config: str | None = None
+    # Most rows in one forward pass of a model that scores completions during training (RLME's
+    # evaluators, RLCER's judge): bounds its activation memory on a GPU (docs/gpu.md).
+    score_batch_size: int = Field(default=64, ge=1)
 
 
 TaskName = Literal["arith", "facts", "pairs", "arith_ref"]
@@ -466,6 +469,12 @@ class Pipeline(Strict):
     retries: int = Field(ge=0)
     # A stage still running after this many seconds is killed (and retried).
     stage_timeout_s: int = Field(ge=1)
+    # GPU ids the local executor may give stages (null = every GPU this machine shows; none on a
+    # CPU machine, where only max_parallel and the cores schedule). A train stage takes
+    # grpo.num_processes of them, an evaluate stage one (flows/pipeline.py, GpuPool).
+    gpus: list[int] | None = None
+    # Stages that may share one GPU at once (1: one training or evaluation per GPU).
+    stages_per_gpu: int = Field(default=1, ge=1)
     # The stages `--quick` selects: these methods (each also in `methods`) with these seeds.
     quick: QuickRun
 

@@ -21,8 +21,12 @@ from core.methods import method as registered
 from core.params import Params, load
 
 
-def evaluate(params: Params, name: str, seed: int | None = None) -> dict:
-    """Benchmarks for `name` (a method trained with `seed`, or `base`)."""
+def evaluate(params: Params, name: str, seed: int | None = None, *, device=None) -> dict:
+    """Benchmarks for `name` (a method trained with `seed`, or `base`).
+
+    The policy is read-only here: held on `device` (default: this process's GPU, else the CPU;
+    `core.devices.training_device`) in that device's compute dtype (bf16 on CUDA), so GSM8K's
+    thousands of long samples never run on the CPU beside a GPU."""
     import mlflow
 
     from evals.registry import load_rows
@@ -39,7 +43,7 @@ def evaluate(params: Params, name: str, seed: int | None = None) -> dict:
         seed, trained = (params.seeds[0] if seed is None else seed), [name]
     budgets = evaluate_budgets(params, trained)  # unknown names fail here, listing the known ones
     start = time.time()
-    model, tokenizer = load_policy(paths.policy_dir(params, name, seed))
+    model, tokenizer = load_policy(paths.policy_dir(params, name, seed), device=device)
     chat = ChatFormat.from_params(params)  # prompts through the chat template, as in training
     if name != "base":  # with the thinking setting the method trained with
         chat = chat.with_thinking(params.method_grpo(name).enable_thinking)

@@ -149,6 +149,102 @@ def starts(ready: list[str], running: int, limit: int, cores: int,
     return [(s, fixed or share_cores(cores, running + len(chosen))) for s in chosen]
 
 
+class GpuPool:
+    """The GPUs the local executor hands to stages (params `pipeline.gpus`, `stages_per_gpu`): a
+    stage that needs n GPUs starts only when n distinct GPUs have a free slot, and gets them
+    through CUDA_VISIBLE_DEVICES; the least loaded GPUs go first.
+
+    >>> pool = GpuPool([0, 1], per_gpu=1)
+    >>> pool.take(1), pool.take(2), pool.take(1), pool.take(1), pool.take(0)
+    ([0], None, [1], None, [])
+    >>> pool.give([0]); pool.take(1)
+    [0]
+    """
+
+    def __init__(self, gpus: list[int], per_gpu: int = 1) -> None:
+        self.load = dict.fromkeys(gpus, 0)
+        self.per_gpu = per_gpu
+
+    def __len__(self) -> int:
+        return len(self.load)
+
+    def take(self, n: int) -> list[int] | None:
+        """n GPU ids with a free slot (now taken), or None if there are not n of them."""
+        free = sorted((load, gpu) for gpu, load in self.load.items() if load < self.per_gpu)
+        if len(free) < n:
+            return None
+        chosen = sorted(gpu for _, gpu in free[:n])
+        for gpu in chosen:
+            self.load[gpu] += 1
+        return chosen
+
+    def give(self, gpus: list[int]) -> None:
+        for gpu in gpus:
+            self.load[gpu] -= 1
+
+
+def visible_gpus(configured: list[int] | None) -> list[int]:
+    """The GPU ids stages may use: `configured` (params `pipeline.gpus`), else the ids in
+    CUDA_VISIBLE_DEVICES, else those `nvidia-smi -L` lists; none on a machine without GPUs."""
+    import shutil
+    import subprocess
+
+    if configured is not None:
+        return list(configured)
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [int(x) for x in env.split(",") if x.strip().isdigit()]
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [int(m.group(1)) for m in re.finditer(r"^GPU (\d+):", out, flags=re.M)]
+
+
+def gpus_needed(stage: str, params: Params) -> int:
+    """GPUs a stage runs on: a training `grpo.num_processes` (its method's), an evaluation one,
+    anything else (data, configure, report) none.
+
+    >>> from core.params import load
+    >>> p = load(preset="qwen3_0p6b_8gpu")
+    >>> gpus_needed("train@rlvr-0", p), gpus_needed("evaluate@rlvr-0", p), gpus_needed("report", p)
+    (4, 1, 0)
+    """
+    m = _MATRIX.match(stage)
+    kind = m["kind"] if m else stage
+    if kind == "train" and m:
+        return params.method_grpo(m["method"]).num_processes
+    return 1 if kind in ("evaluate", "evaluate_base") else 0
+
+
+def place_stages(ready: list[str], slots: int, need: dict[str, int],
+                 pool: GpuPool | None) -> list[tuple[str, list[int] | None]]:
+    """Up to `slots` of the ready stages to start now, in order, each with the GPUs it takes
+    (None without a pool). A stage whose GPUs are all busy waits; one behind it that fits (or
+    needs none) may start.
+
+    >>> pool = GpuPool([0], per_gpu=1)
+    >>> place_stages(["train@a-0", "train@b-0", "report"], 2, {"train@a-0": 1, "train@b-0": 1,
+    ...              "report": 0}, pool)
+    [('train@a-0', [0]), ('report', [])]
+    >>> place_stages(["x", "y"], 1, {}, None)
+    [('x', None)]
+    """
+    chosen: list[tuple[str, list[int] | None]] = []
+    for s in ready:
+        if len(chosen) >= slots:
+            break
+        if pool is None:
+            chosen.append((s, None))
+            continue
+        gpus = pool.take(need.get(s, 0))
+        if gpus is not None:
+            chosen.append((s, gpus))
+    return chosen
+
+
 @task(name="dvc-stage", task_run_name="{stage}", retry_delay_seconds=5,
       retry_condition_fn=retryable)
 def run_stage(stage: str, force: bool = False, timeout_s: float | None = None,
@@ -242,11 +338,20 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
     timeout = stage_timeout_s or cfg.stage_timeout_s
     graph = st.stage_graph(ROOT)
     order = select(graph, methods, seeds, stages)
+    need = {s: gpus_needed(s, params) for s in order}
+    gpus = visible_gpus(cfg.gpus) if how == "local" else []
+    pool = GpuPool(gpus, cfg.stages_per_gpu) if gpus else None
+    if pool is not None:  # a stage that can never get its GPUs would wait forever
+        short = sorted(s for s in order if need[s] > len(pool))
+        if short:
+            raise ParamsError(f"{short[0]} needs {need[short[0]]} GPUs but pipeline.gpus gives "
+                              f"{len(pool)} ({gpus}); lower grpo.num_processes or add GPUs")
     parent, extra_env = _parent_run(params, order)
     forced = {s for s in order if force and (_MATRIX.match(s) or s in (stages or []))}
-    logger.info("%d stages, up to %d at once (%s executor, %s)", len(order), limit, how,
+    logger.info("%d stages, up to %d at once (%s executor, %s)%s", len(order), limit, how,
                 f"{fixed} CPU thread(s) per stage" if fixed else
-                f"the {os.cpu_count()} CPU cores shared by the stages running")
+                f"the {os.cpu_count()} CPU cores shared by the stages running",
+                f"; GPUs {gpus}, {cfg.stages_per_gpu} stage(s) per GPU" if pool else "")
     if how == "pool":
         rev = st.committed_revision(ROOT)
         up_to_date = [s for s in order if s not in forced and st.plan(s, ROOT) == "skip"]
@@ -260,13 +365,17 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
         local = run_stage.with_options(retries=retries if retries is not None else cfg.retries)
 
         def start(s: str, threads: int):
+            env = extra_env
+            if held.get(s):  # the GPUs this stage was given, and only those
+                env = {**extra_env, "CUDA_VISIBLE_DEVICES": ",".join(map(str, held[s]))}
             return local.submit(s, force=s in forced, timeout_s=timeout, threads=threads,
-                                extra_env=extra_env)
+                                extra_env=env)
 
     results: dict[str, dict] = {}
     failed: dict[str, str] = {}
     blocked: list[str] = []
     running: dict = {}
+    held: dict[str, list[int]] = {}  # stage -> the GPUs it runs on (given back when it ends)
     pending = list(order)
     depth = depths(graph, order)
     board, shown, bar = Board(), time.monotonic(), _progress_artifact(len(order))
@@ -280,8 +389,11 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
             elif upstream <= set(results):
                 ready.append(s)
         ready = deepest_first(ready, depth)
-        for s, threads in starts(ready, len(running), limit, os.cpu_count() or 1, fixed):
+        placed = place_stages(ready, limit - len(running), need, pool)
+        for (s, gpus), (_, threads) in zip(placed, starts([s for s, _ in placed], len(running),
+                                                           limit, os.cpu_count() or 1, fixed)):
             pending.remove(s)
+            held[s] = gpus or []
             running[s] = start(s, threads)
             board.start(s, time.monotonic())
         time.sleep(0.5)
@@ -291,6 +403,8 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
             if state.is_final():
                 del running[s]
                 board.end(s)
+                if pool is not None:
+                    pool.give(held.pop(s, []))
                 ended = True
                 if state.is_completed():
                     results[s] = future.result()

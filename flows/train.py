@@ -97,6 +97,22 @@ def make_plan(params: Params, method: str | ResolvedMethod, seed: int, model, to
     return build_plan(ctx)
 
 
+def check_vllm(g) -> None:
+    """A run with `grpo.use_vllm` needs vLLM importable in this process, in colocate and server
+    mode alike (TRL's client pushes the weights over vLLM's NCCL code): one clear line now, not
+    TRL's ImportError after the model is loaded."""
+    if not g.use_vllm:
+        return
+    from trl.import_utils import is_vllm_available
+
+    if not is_vllm_available():
+        from core.params import ParamsError
+
+        raise ParamsError(f"grpo.use_vllm is on ({g.vllm_mode} mode) but vLLM is not importable "
+                          "here: install it as docs/gpu.md says (configs/gpu-requirements.txt), "
+                          "or set grpo.use_vllm: false to sample with transformers")
+
+
 class LaunchError(RuntimeError):
     """The launch does not give the number of processes that was asked for."""
 
@@ -116,23 +132,51 @@ def launch(expected: int | None = None) -> int:
     return world
 
 
+def setup_run(params: Params, run: ResolvedMethod, seed: int, rows: list[dict], *,
+              device=None, components: Path | None = None):
+    """(policy, tokenizer, plan, training rows) of a run, every model where the trainer will use it.
+
+    The policy is loaded with float32 (master) weights straight onto `device` (default: the
+    process's `models.policy.training_device`), before the method's plan is built: its builders
+    put what they load (RLME's frozen and path evaluators, RLCER's judge) on the policy's device,
+    and DRO's static pre-filter samples there, under the trainer's bf16 autocast on CUDA.
+    Tests pass `device="meta"` to check where every model lands without running one."""
+    from models.policy import autocast, load_policy, training_device
+
+    device = training_device() if device is None else device
+    model, tokenizer = load_policy(paths.base_model_dir(params), for_training=True, device=device)
+    plan = make_plan(params, run, seed, model, tokenizer, components=components)  # a bad path fails here
+    if plan.select_rows is not None:  # e.g. DRO's static pre-filter, with the step-0 policy
+        select = plan.select_rows
+
+        def selected() -> list[dict]:
+            with autocast(device):
+                return select(rows)
+
+        rows = ranks.on_main(selected)  # computed once, the same rows on every rank
+        log.info("%s trains on %d selected rows", run.name, len(rows))
+    return model, tokenizer, plan, rows
+
+
 def train(params: Params, method: str | ResolvedMethod, seed: int,
-          num_processes: int | None = None) -> dict:
+          num_processes: int | None = None, device=None) -> dict:
     """Train `method`; returns a summary (final train reward, held-out history, run id).
 
     On N ranks (`accelerate launch`, docs/multiprocess.md) every rank trains; only the main one
     prepares the output folder, opens the MLflow run, evaluates held-out data and writes files.
-    The other ranks return a summary without the run's results."""
+    The other ranks return a summary without the run's results. `device`: where this process
+    trains (default: `models.policy.training_device`, accelerate's choice)."""
     from evals.suite import evaluate_policy
     from models import grpo
     from models.callbacks import HeldoutCallback, MetricsCallback
-    from models.policy import load_policy
+    from models.policy import autocast, training_device
     from rewards.chat import ChatFormat
     from tasks import tracking
 
     launch(num_processes)  # before any work: a launch that cannot be honoured fails in seconds
     # Resolved once per run (here, or by the caller); unknown names fail here, listing the known ones.
     run = params.resolve(method) if isinstance(method, str) else method
+    check_vllm(run.grpo)
     method = run.name
     family, g = run.family, run.grpo
     prepared, base = paths.PREPARED, paths.base_model_dir(params)
@@ -143,12 +187,8 @@ def train(params: Params, method: str | ResolvedMethod, seed: int,
     if main:
         _prepare_output(out, digest)
     ranks.barrier()  # no rank looks for checkpoints while the main one may be deleting stale ones
-    model, tokenizer = load_policy(base, for_training=True)
-    plan = make_plan(params, run, seed, model, tokenizer)  # a bad evaluator path fails here
-    if plan.select_rows is not None:  # e.g. DRO's static pre-filter, with the step-0 policy
-        select = plan.select_rows
-        rows = ranks.on_main(lambda: select(rows))  # computed once, the same rows on every rank
-        log.info("%s trains on %d selected rows", method, len(rows))
+    device = training_device() if device is None else device
+    model, tokenizer, plan, rows = setup_run(params, run, seed, rows, device=device)
 
     # Every prompt through the chat template, if any, with the method's thinking setting.
     chat = ChatFormat.from_params(params).with_thinking(g.enable_thinking)
@@ -156,10 +196,11 @@ def train(params: Params, method: str | ResolvedMethod, seed: int,
     heldout_ev = params.eval.model_copy(
         update={"max_new_tokens": max(params.eval.max_new_tokens, g.max_completion_length)})
 
-    def heldout(model) -> dict:
-        return evaluate_policy(model, tokenizer, prepared, [g.task], heldout_ev,
-                               seed, split="val", n=None, k=params.eval.heldout_k,
-                               greedy=False, chat=chat)
+    def heldout(model) -> dict:  # the float32 policy samples under the trainer's bf16 autocast
+        with autocast(device):
+            return evaluate_policy(model, tokenizer, prepared, [g.task], heldout_ev, seed,
+                                   split="val", n=None, k=params.eval.heldout_k, greedy=False,
+                                   chat=chat)
 
     def sink(metrics: dict, step: int) -> None:
         tracking.log_metrics({f"heldout/{k}": v for k, v in metrics.items()}, step=step)

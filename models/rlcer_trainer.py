@@ -34,6 +34,7 @@ from trl import GRPOTrainer
 from trl.models.utils import disable_gradient_checkpointing
 
 from core import ranks
+from core.devices import model_device, place
 from rewards.chat import ChatFormat, is_conversational, prompt_text, strip_thinking
 from rewards.evolving_rubrics import ProposedRubric, parse_rubrics, rule_verifier
 from rewards.rlcer import (
@@ -163,13 +164,19 @@ def yes_no_judgements(model: Any, tokenizer: Any, prompts: Sequence[str], yes_id
 
 
 class JudgeVerifier:
-    """A frozen judge model from a local directory, asked :data:`VERIFIER_TEMPLATE` per rubric."""
+    """A frozen judge model from a local directory, asked :data:`VERIFIER_TEMPLATE` per rubric.
+
+    Read-only: held on ``device`` (default: the trainer's, ``core.devices.training_device``) in
+    that device's compute dtype (bf16 on CUDA), and run in forward passes of at most
+    ``batch_size`` prompts (``grpo.score_batch_size``; None: one pass for the whole step, which
+    for a real judge is thousands of long prompts at once)."""
 
     def __init__(self, path: str | Path, template: str = VERIFIER_TEMPLATE, yes: str = "YES",
-                 no: str = "NO", batch_size: int | None = None, chat: ChatFormat | None = None) -> None:
+                 no: str = "NO", batch_size: int | None = None, chat: ChatFormat | None = None,
+                 device: Any = None) -> None:
         from models.policy import load_policy
 
-        self.model, self.tokenizer = load_policy(path)
+        self.model, self.tokenizer = load_policy(path, device=device)
         # A judge with a chat template reads each prompt as a user turn (thinking off) and its
         # verdict is the reply's first token (rewards.chat.ChatFormat.user_turn).
         self.chat = chat or ChatFormat()
@@ -186,7 +193,7 @@ class JudgeVerifier:
         return ids[0]
 
     def to(self, device: Any) -> JudgeVerifier:
-        self.model.to(device)
+        place(self.model, device)  # read-only: the device's compute dtype too
         return self
 
     def __call__(self, items: Sequence[tuple[str, str, ProposedRubric]]) -> list[bool]:
@@ -199,15 +206,16 @@ class JudgeVerifier:
         return [bool(x) for x in judged]
 
 
-def make_verifier(spec: str, chat: ChatFormat | None = None
-                  ) -> Callable[[Sequence[tuple[str, str, ProposedRubric]]], list[bool]]:
-    """``rule`` or a local judge model directory (checked now, before any training step)."""
+def make_verifier(spec: str, chat: ChatFormat | None = None, *, batch_size: int | None = None,
+                  device: Any = None) -> Callable[[Sequence[tuple[str, str, ProposedRubric]]], list[bool]]:
+    """``rule`` or a local judge model directory (checked now, before any training step), loaded
+    on ``device`` and run ``batch_size`` prompts at a time (:class:`JudgeVerifier`)."""
     if spec == "rule":
         return RuleVerifier()
     if not (Path(spec) / "config.json").exists():
         raise FileNotFoundError(f"reward.rlcer.verifier: {spec!r} is neither 'rule' nor a local model "
                                 "folder (no config.json)")
-    return JudgeVerifier(spec, chat=chat)
+    return JudgeVerifier(spec, chat=chat, batch_size=batch_size, device=device)
 
 
 # --- The reward function (both roles' scoring) ---------------------------------------------------
@@ -231,10 +239,12 @@ class RlcerReward:
     """
 
     def __init__(self, cfg: Any, seed: int = 0, verifier: Callable | None = None,
-                 chat: ChatFormat | None = None) -> None:
+                 chat: ChatFormat | None = None, *, batch_size: int | None = None,
+                 device: Any = None) -> None:
         self.__name__ = "rlcer_reasoner"
         self.cfg = cfg
-        self.verifier = verifier if verifier is not None else make_verifier(cfg.verifier, chat)
+        self.verifier = verifier if verifier is not None else make_verifier(
+            cfg.verifier, chat, batch_size=batch_size, device=device)
         self.last_rubricator_prompts: list = []  # the last step's, as the rubricator got them
         self.seed = seed
         self._step, self._calls = -1, 0  # the training step of the last call, calls made at it
@@ -353,7 +363,11 @@ class RlcerGRPOTrainer(GRPOTrainer):
     def _check_layout(self) -> None:
         args, G, R = self.args, self.num_generations, self.rlcer.cfg.rubricator_rollouts
         if args.use_vllm:
-            raise ValueError("RLCER samples the rubricator with transformers generation: set grpo.use_vllm: false")
+            # With vLLM, TRL adds its sampling log-probs and importance-sampling ratios to the
+            # reasoner rows; the rubricator rows would need the same, computed from vLLM's
+            # log-probs of the rubrics, which this trainer does not do (docs/gpu.md).
+            raise ValueError("RLCER samples the rubricator with transformers generation: set "
+                             "grpo.use_vllm: false (reward.rlcer.grpo)")
         if args.per_device_train_batch_size % G:
             raise ValueError(f"RLCER scores whole questions: per_device_train_batch_size "
                              f"({args.per_device_train_batch_size}) must be a multiple of num_generations ({G})")
@@ -443,5 +457,8 @@ def build(ctx: Any) -> Any:
     """RLCER's `MethodPlan`: the two-role reward function and the trainer that runs both roles."""
     from rewards import MethodPlan
 
-    reward = RlcerReward(ctx.cfg, seed=ctx.seed, chat=ctx.chat or ChatFormat())
+    # The judge goes where the policy is (flows/train.py puts it on the trainer's device first).
+    device = model_device(ctx.policy) if ctx.policy is not None else None
+    reward = RlcerReward(ctx.cfg, seed=ctx.seed, chat=ctx.chat or ChatFormat(),
+                         batch_size=getattr(ctx.grpo, "score_batch_size", None), device=device)
     return MethodPlan([reward], trainer_cls=RlcerGRPOTrainer)

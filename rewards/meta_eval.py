@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from core import ranks
+from core.devices import compute_dtype, place, training_device
 from core.params import template_fields
 from rewards.chat import prompt_text
 from rewards.evaluator_prompt import (
@@ -156,15 +157,19 @@ class MetaEvalReward:
     """TRL reward function for RLME: one float per completion (paper 000 §3).
 
     Holds the evaluators (J), meta-questions (K) and the template; each call renders the K
-    evaluator prompts for the generation batch and runs ONE batched forward pass per
-    (evaluator, question), then aggregates with ``aggregate_meta_rewards``. The last
-    lp[J, K, B] is kept in ``last_logprobs`` for per-question logging.
+    evaluator prompts for the generation batch and scores them per (evaluator, question) in
+    forward passes of at most ``batch_size`` rows (None: one pass for the whole batch), then
+    aggregates with ``aggregate_meta_rewards``. The last lp[J, K, B] is kept in
+    ``last_logprobs`` for per-question logging.
 
     ``policy``/``tokenizer`` are the model being trained and its tokenizer: needed for ``live``
-    and ``frozen`` evaluators. Set ``reward.trainer = trainer`` after building the trainer so
-    ``live`` follows the trainer's (possibly wrapped) model. ``end_marker`` is appended to every
-    target (paper App. B uses a rare single token); None means each evaluator's EOS token
-    (nothing if it has none).
+    and ``frozen`` evaluators. The ``frozen`` snapshot and a path evaluator are read-only models
+    held on the policy's device (the trainer's: flows/train.py places the policy first) in that
+    device's compute dtype (:func:`core.devices.compute_dtype`: bf16 on CUDA, float32 on a CPU).
+    Set ``reward.trainer = trainer`` after building the trainer so ``live`` follows the
+    trainer's (possibly wrapped) model. ``end_marker`` is appended to every target (paper
+    App. B uses a rare single token); None means each evaluator's EOS token (nothing if it has
+    none).
     Anchoring (``anchor_fraction`` p > 0) reads the dataset columns ``prompt_id_column`` and
     ``gold_column`` from the TRL keyword arguments.
     """
@@ -186,8 +191,12 @@ class MetaEvalReward:
         prompt_id_column: str = "prompt_id",
         gold_column: str = "answer",
         chat: Any = None,
+        batch_size: int | None = None,
     ) -> None:
         self.__name__ = "rlme_meta"
+        if batch_size is not None and batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1 (or None), got {batch_size}")
+        self.batch_size = batch_size
         if not evaluators:
             raise ValueError("RLME needs at least one evaluator")
         if not questions:
@@ -235,7 +244,7 @@ class MetaEvalReward:
             if ev.source == "frozen":
                 if self.policy is None:
                     raise ValueError(f"evaluator {ev.name!r} (frozen) needs the policy model to snapshot")
-                snapshot = copy.deepcopy(self.policy).eval()
+                snapshot = place(copy.deepcopy(self.policy), model_device(self.policy)).eval()
                 snapshot.requires_grad_(False)
                 return snapshot, self.tokenizer
             return None, self.tokenizer
@@ -250,7 +259,10 @@ class MetaEvalReward:
             )
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        model = AutoModelForCausalLM.from_pretrained(ev.source, local_files_only=True).eval()
+        device = model_device(self.policy) if self.policy is not None else training_device()
+        model = AutoModelForCausalLM.from_pretrained(ev.source, local_files_only=True,
+                                                     dtype=compute_dtype(device)).eval()
+        model.to(device)
         model.requires_grad_(False)
         return model, AutoTokenizer.from_pretrained(ev.source, local_files_only=True)
 
@@ -267,11 +279,11 @@ class MetaEvalReward:
         model, tokenizer = self._handles[ev.name]
         if ev.source == "live":
             return self._live_model(), tokenizer
-        if ev.source != "frozen" and (self.trainer is not None or self.policy is not None):
-            # Path evaluators are loaded on CPU; follow the policy's device once it is known.
+        if self.trainer is not None or self.policy is not None:
+            # Frozen and path evaluators start on the policy's device; they follow it if it moved.
             device = model_device(self._live_model())
             if model_device(model) != device:
-                model.to(device)
+                place(model, device)
         return model, tokenizer
 
     def _golds(self, n: int, kwargs: Mapping[str, Any]) -> list[str | None]:
@@ -331,8 +343,11 @@ class MetaEvalReward:
             model, tokenizer = self._model_and_tokenizer(ev)
             end = self.end_marker if self.end_marker is not None else (tokenizer.eos_token or "")
             for k, q in enumerate(self.questions):
-                lp[j, k] = target_logprobs(model, tokenizer, rendered[k], q.target + end,
-                                           chat=self.chat).numpy()
+                step = self.batch_size or max(B, 1)
+                lp[j, k] = np.concatenate([
+                    target_logprobs(model, tokenizer, rendered[k][i:i + step], q.target + end,
+                                    chat=self.chat).numpy()
+                    for i in range(0, B, step)]) if B else np.zeros(0)
         # Kept for the rlme/* metrics over the global batch (every rank's completions, rank order).
         self.last_logprobs = np.concatenate(ranks.gather_objects(lp), axis=2)
         rewards = aggregate_meta_rewards(
@@ -414,6 +429,7 @@ def build(ctx: Any) -> Any:
         cfg.template, policy=ctx.policy, tokenizer=ctx.tokenizer, end_marker=cfg.end_marker,
         anchor_fraction=cfg.anchor_fraction, anchor_seed=cfg.anchor_seed,
         anchor_template=cfg.anchor_template, chat=ctx.chat or ChatFormat(),
+        batch_size=getattr(ctx.grpo, "score_batch_size", None),
     )
     if cfg.hybrid_rlvr:
         hybrid = HybridReward({"rlvr": rlvr_correct, "rlme": reward})

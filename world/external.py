@@ -15,6 +15,8 @@ from core.io import DataError, read_jsonl
 from world.arith import prompt_text
 
 _FINAL = re.compile(r"####\s*(.+?)\s*$", re.S)
+# GSM8K's calculator annotations, `48/2 = <<48/2=24>>24`: tool markup, not text a model writes.
+_CALC = re.compile(r"<<[^<>]*>>")
 
 
 def load_located(path: Path) -> list[tuple[str, dict]]:
@@ -33,6 +35,16 @@ def load_located(path: Path) -> list[tuple[str, dict]]:
     return rows
 
 
+def strip_calculator(text: str) -> str:
+    """GSM8K's solution without its calculator annotations: the reference (DRO teacher-forces it)
+    reads as a model writes.
+
+    >>> strip_calculator("She sold 48/2 = <<48/2=24>>24 clips.")
+    'She sold 48/2 = 24 clips.'
+    """
+    return _CALC.sub("", text)
+
+
 def gsm8k_rows(path: str | Path, split: str) -> list[dict]:
     """Rows in the `arith` schema (prompt, answer, reference) from a GSM8K-format file."""
     out = []
@@ -44,7 +56,7 @@ def gsm8k_rows(path: str | Path, split: str) -> list[dict]:
         if not m:
             raise DataError(f"{where}: `answer` has no final number after '####'")
         gold = m.group(1).replace(",", "").strip()
-        cot = a[:m.start()].strip()
+        cot = strip_calculator(a[:m.start()]).strip()
         out.append({
             "id": f"gsm8k-{split}-{i:05d}", "family": "arith", "split": split,
             "prompt": prompt_text(q), "question": q, "answer": gold, "difficulty": None,

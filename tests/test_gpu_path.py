@@ -1,0 +1,280 @@
+"""The GPU path, checked on a CPU (docs/gpu.md): trained weights stay float32 under a bf16 preset,
+every model a method builds lands on the trainer's device (the `meta` device stands in for a GPU),
+the judges' forward passes are bounded by `grpo.score_batch_size`, the GPU presets schedule one
+training per GPU with the process count set, and GSM8K references carry no calculator markup.
+Slow: vLLM's pin resolves beside the project's other pins, and `scripts/gpu_smoke.sh --cpu` passes.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from core.params import ParamsError, load, validate
+from tests.qwen3_chat import save_qwen3_chat
+from tests.test_dro_trainer import arith_rows
+
+ROOT = Path(__file__).resolve().parent.parent
+QWEN3_PRESETS = ["qwen3_0p6b_1gpu", "qwen3_1p7b_1gpu", "qwen3_0p6b_8gpu", "qwen3_1p7b_8gpu"]
+
+
+@pytest.fixture(scope="module")
+def qwen3_folder(tmp_path_factory):
+    """A random-weight Qwen3-architecture checkpoint (tests/qwen3_chat.py): policy, judge and
+    evaluator alike."""
+    texts = [t for r in arith_rows(30) for t in (r["prompt"], r["reference"])]
+    texts += ["Is the answer correct? YES NO Rubrics: criterion points Answer:"]
+    return save_qwen3_chat(tmp_path_factory.mktemp("gpu-path") / "qwen3", texts)
+
+
+def ci_params(folder: Path, **grpo):
+    """The ci preset on the Qwen3 checkpoint, with RLME's and RLCER's models read from it too."""
+    raw = load(preset="ci").model_dump()
+    raw["base_model"]["path"] = str(folder)
+    raw["grpo"].update(grpo)
+    raw["reward"]["rlcer"]["verifier"] = str(folder)
+    raw["variants"]["rlme_models"] = {"method": "rlme", "reward": {"evaluators": [
+        {"name": "frozen", "source": "frozen", "weight": 0.5},
+        {"name": "path", "source": str(folder), "weight": 0.5}]}}
+    raw["variants"]["dro_static"]["reward"]["static_top_k"] = 2
+    return validate(raw)
+
+
+def modules_in(obj, depth: int = 3) -> list[torch.nn.Module]:
+    """Every torch module an object holds (attributes, dict values, tuples), a few levels down."""
+    if isinstance(obj, torch.nn.Module):
+        return [obj]
+    if depth == 0 or isinstance(obj, str | bytes | int | float):
+        return []
+    if isinstance(obj, dict):
+        children = list(obj.values())
+    elif isinstance(obj, list | tuple):
+        children = list(obj)
+    else:
+        children = list(getattr(obj, "__dict__", {}).values())
+    return [m for c in children if c is not obj for m in modules_in(c, depth - 1)]
+
+
+# --- precision ------------------------------------------------------------------------------------
+
+def test_trained_policy_keeps_float32_master_weights_that_learn_under_a_bf16_preset(qwen3_folder,
+                                                                                   monkeypatch):
+    """One AdamW step at the preset's learning rate, under bf16 autocast (what TRL's bf16=True
+    does on CUDA; CPU autocast here): the weights and both moments are float32 and almost every
+    weight moves. With bf16 weights (the old load on CUDA) a 2e-6 step rounds most of them away."""
+    from models.policy import load_policy
+
+    g = load(preset="qwen3_0p6b_1gpu").method_grpo("rlvr")
+    assert g.learning_rate <= 2e-6
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # as on a GPU machine
+    model, tok = load_policy(qwen3_folder, for_training=True)
+    monkeypatch.undo()
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    before = [p.detach().clone() for p in model.parameters()]
+    optimiser = torch.optim.AdamW(model.parameters(), lr=g.learning_rate, weight_decay=g.weight_decay)
+    ids = tok(["Problem: 2 + 3 = ? Solution: 2 + 3 = 5."], return_tensors="pt")["input_ids"]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    optimiser.step()
+    states = [optimiser.state[p] for p in model.parameters() if p in optimiser.state]
+    assert states and all(s["exp_avg"].dtype == torch.float32 == s["exp_avg_sq"].dtype for s in states)
+    moved = sum(int((p.detach() != b).sum()) for p, b in zip(model.parameters(), before))
+    total = sum(p.numel() for p in model.parameters())
+    assert moved / total > 0.9
+
+
+def test_a_read_only_model_is_held_on_its_device_in_its_compute_dtype(qwen3_folder):
+    from core.devices import compute_dtype
+    from models.policy import load_policy
+
+    model, _ = load_policy(qwen3_folder, device="meta")
+    assert not model.training
+    assert {p.device.type for p in model.parameters()} == {"meta"}
+    assert compute_dtype("cpu") == torch.float32  # the tiny CPU runs are unchanged
+    cpu, _ = load_policy(qwen3_folder)
+    assert {p.dtype for p in cpu.parameters()} == {torch.float32}
+    assert {p.device.type for p in cpu.parameters()} == {"cpu"}
+
+
+# --- devices --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("method", ["rlme_models", "rlcer"])
+def test_every_model_a_method_builds_is_on_the_policys_device(qwen3_folder, method):
+    """RLME's frozen and path evaluators and RLCER's judge land where the policy is (the trainer's
+    device: flows/train.py places the policy first), not on the CPU."""
+    from flows.train import make_plan
+    from models.policy import load_policy
+
+    p = ci_params(qwen3_folder)
+    policy, tok = load_policy(qwen3_folder, for_training=True)
+    policy.to("meta")  # where the trainer will train, here a device without data
+    plan = make_plan(p, method, 0, policy, tok)
+    built = [m for f in [*plan.reward_funcs, *plan.loggers] for m in modules_in(f)]
+    assert len(built) >= (2 if method == "rlme_models" else 1)
+    for m in built:
+        assert {q.device.type for q in m.parameters()} == {"meta"}, type(m).__name__
+
+
+def test_setup_run_puts_the_policy_on_the_device_before_the_pre_filter_runs(qwen3_folder,
+                                                                          monkeypatch):
+    """DRO's static pre-filter samples with the step-0 policy before the trainer exists: the
+    policy must already be on the trainer's device then."""
+    from flows.train import setup_run
+    from models import dro_trainer
+
+    seen = []
+
+    def fake_prefilter(model, tokenizer, rows, cfg, **_):
+        seen.append(next(model.parameters()).device.type)
+        return rows[:2], None
+
+    monkeypatch.setattr(dro_trainer, "static_prefilter_rows", fake_prefilter)
+    p = ci_params(qwen3_folder)
+    rows = [{"prompt_id": r["prompt_id"], "prompt": r["prompt"], "answer": r["answer"],
+             "reference": r["reference"]} for r in arith_rows(5)]
+    model, _, plan, kept = setup_run(p, p.resolve("dro_static"), 0, rows, device="meta")
+    assert seen == ["meta"] and len(kept) == 2
+    assert next(model.parameters()).dtype == torch.float32  # trained: float32 masters
+
+
+# --- batch sizes ----------------------------------------------------------------------------------
+
+def largest_batch(model: torch.nn.Module) -> list[int]:
+    sizes: list[int] = []
+    model.register_forward_pre_hook(
+        lambda m, args, kwargs: sizes.append(int(kwargs["input_ids"].shape[0])), with_kwargs=True)
+    return sizes
+
+
+def test_rlcer_judge_forward_passes_are_bounded_by_score_batch_size(qwen3_folder):
+    from flows.train import make_plan
+    from models.policy import load_policy
+    from rewards.evolving_rubrics import ProposedRubric
+
+    p = ci_params(qwen3_folder, score_batch_size=4)
+    policy, tok = load_policy(qwen3_folder, for_training=True)
+    verifier = make_plan(p, "rlcer", 0, policy, tok).reward_funcs[0].verifier
+    sizes = largest_batch(verifier.model)
+    items = [("What is 2 + 3?", f"2 + 3 = {k}.", ProposedRubric("states the answer", 2))
+             for k in range(10)]
+    assert len(verifier(items)) == 10
+    assert sizes and max(sizes) <= 4 and sum(sizes) == 10
+
+
+def test_rlme_evaluator_forward_passes_are_bounded_by_score_batch_size(qwen3_folder):
+    from flows.train import make_plan
+    from models.policy import load_policy
+
+    p = ci_params(qwen3_folder, score_batch_size=3)
+    policy, tok = load_policy(qwen3_folder, for_training=True)
+    reward = make_plan(p, "rlme_models", 0, policy, tok).loggers[0]
+    sizes = [largest_batch(model) for model, _ in reward._handles.values()]
+    prompts = [r["prompt"] for r in arith_rows(7)]
+    out = reward(prompts, [" 1 + 1 = 2. The answer is \\boxed{2}."] * 7)
+    assert len(out) == 7 and all(s and max(s) <= 3 and sum(s) == 7 for s in sizes)
+
+
+# --- presets and orchestration --------------------------------------------------------------------
+
+@pytest.mark.parametrize("preset", QWEN3_PRESETS)
+def test_gpu_presets_schedule_one_training_per_gpu_with_the_process_count_set(preset):
+    from flows.pipeline import GpuPool, gpus_needed
+
+    p = load(preset=preset)
+    eight = preset.endswith("8gpu")
+    assert "arith_cf" not in p.eval.benchmarks  # the tiny world's, not GSM8K's
+    gpus = p.pipeline.gpus if eight else [0]
+    assert p.pipeline.stages_per_gpu == 1 and p.pipeline.stage_timeout_s >= 86400
+    for m in p.methods:
+        n = gpus_needed(f"train@{m}-0", p)
+        assert n == (4 if eight else 1), m
+        pool = GpuPool(gpus, p.pipeline.stages_per_gpu)
+        assert pool.take(n) is not None and pool.take(n) is None  # one training at a time
+    assert gpus_needed("evaluate@rlvr-0", p) == 1
+
+
+def test_a_vllm_run_without_vllm_fails_in_one_line_before_loading_anything():
+    from flows.train import check_vllm
+
+    g = load(preset="qwen3_0p6b_1gpu").method_grpo("rlvr")
+    from trl.import_utils import is_vllm_available
+
+    if is_vllm_available():
+        pytest.skip("vLLM is installed here")
+    with pytest.raises(ParamsError) as e:
+        check_vllm(g)
+    assert "\n" not in str(e.value) and "docs/gpu.md" in str(e.value)
+    check_vllm(g.model_copy(update={"use_vllm": False}))  # nothing to check
+
+
+def test_gsm8k_references_carry_no_calculator_annotations(tmp_path):
+    from world.external import gsm8k_rows
+
+    f = tmp_path / "gsm8k.jsonl"
+    f.write_text(json.dumps({"question": "Natalia sold 48 clips, then half as many. How many?",
+                             "answer": "She sold 48/2 = <<48/2=24>>24 more.\n"
+                                       "In all 48+24 = <<48+24=72>>72.\n#### 72"}) + "\n")
+    (row,) = gsm8k_rows(f, "train")
+    assert "<<" not in row["reference"] and ">>" not in row["reference"]
+    assert "48/2 = 24 more." in row["reference"] and row["answer"] == "72"
+
+
+# --- slow: the install and the smoke script -------------------------------------------------------
+
+def project_pins() -> list[str]:
+    """The project's own requirements, prefect and its fastapi bound left out (see below)."""
+    import tomllib
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    return [d for d in deps if not d.startswith(("prefect", "fastapi"))]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_the_vllm_pin_resolves_beside_the_project_pins(tmp_path):
+    """configs/gpu-requirements.txt's vLLM, TRL 1.16's range and every pin of the project but
+    prefect's fastapi floor resolve together (`pip install --dry-run`: the registry, no install).
+    prefect 3.8.8 wants fastapi>=0.139 and vLLM 0.30.0 fastapi<0.137, which is why docs/gpu.md
+    puts fastapi back after installing vLLM."""
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    pins = [line.strip() for line in (ROOT / "configs/gpu-requirements.txt").read_text().splitlines()
+            if line.strip() and not line.startswith("#")]
+    (vllm,) = [Requirement(x) for x in pins if x.startswith("vllm")]
+    (version,) = [Version(s.version) for s in vllm.specifier]
+    assert Version("0.22.0") <= version <= Version("0.31.0")  # trl/import_utils.py
+    report = tmp_path / "report.json"
+    cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+           "--report", str(report), *pins, *project_pins()]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1100)
+    assert done.returncode == 0, done.stderr[-2000:]
+    chosen = {i["metadata"]["name"].lower(): i["metadata"]["version"]
+              for i in json.loads(report.read_text())["install"]}
+    assert chosen["vllm"] == str(version) and chosen["transformers"] == "5.23.0"
+    assert chosen["torch"].split("+")[0] == "2.13.0" and chosen["trl"] == "1.16.0"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_gpu_smoke_script_passes_on_the_cpu(tmp_path):
+    """`scripts/gpu_smoke.sh --cpu`: two GRPO steps of rlvr, rlme, dro and rlcer and one evaluate
+    stage with a random-weight Qwen3 built locally, one PASS line per check, exit 0."""
+    if shutil.which("bash") is None:
+        pytest.skip("no bash")
+    done = subprocess.run(["bash", str(ROOT / "scripts/gpu_smoke.sh"), "--cpu", "--work", str(tmp_path)],
+                          capture_output=True, text=True, timeout=880, cwd=ROOT)
+    lines = [x for x in done.stdout.splitlines() if x.startswith(("PASS", "FAIL", "SKIP"))]
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert lines and not [x for x in lines if x.startswith("FAIL")]
+    for method in ("rlvr", "rlme", "dro", "rlcer"):
+        assert any(x.startswith(f"PASS {method}: finite loss") for x in lines), lines
+        assert any(x.startswith(f"PASS {method}: weights changed") for x in lines), lines
+    assert any(x.startswith("PASS evaluate") for x in lines), lines
