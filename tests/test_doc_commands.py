@@ -431,7 +431,7 @@ def test_their_fixed_forms_pass():
              "python -m flows.report --figure heldout:arith/pass@1 --methods rlvr rlme --out fig.svg\n"
              "python -m flows.report --figure heldout:arith/pass@1 --methods rlme_long "
              "--data-dir studies/weak_evaluator/data --out fig.svg\n"
-             "dvc exp show --md --drop '.*' --keep '^\\w+\\.\\w+/(pass@1|coverage|outcome_acc|rc)$'\n"
+             "dvc exp show --md --drop '.*' --keep 'Experiment|^\\w+\\.\\w+/(pass@1|coverage|outcome_acc|rc)$'\n"
              "export LAB_PRESET=ci\n"
              "python -m flows.evaluate --method rlvr  # data/eval/rlvr/seed0/metrics.json\n"
              "python -m flows.pipeline --study weak_evaluator\n"
