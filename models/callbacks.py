@@ -13,9 +13,12 @@ early-stop verdict is broadcast so that every rank stops at the same step.
 A run that resumes from a checkpoint keeps its held-out history and collapse monitor: each saved
 checkpoint gets `heldout_state/checkpoint-<N>.json` (history, monitor, best step), read back by
 `restore`. The
-best weights live in `<output_dir>/.best` (written to a temporary folder, then renamed), which no
-DVC output owns, and `publish_best` links them into `best_dir` at the end; so `dvc repro` deleting
-`best/` before re-running a finished stage loses nothing.
+best weights live under `<output_dir>/.best`, which no DVC output owns, and `publish_best` links
+them into `best_dir` at the end; so `dvc repro` deleting `best/` before re-running a finished
+stage loses nothing. A new best is swapped in atomically: it is written whole into a folder of its
+own, `.best/v<step>`, and the symlink `.best/current` is then replaced by one pointing at it (a
+rename over a symlink is atomic), so a kill at any point leaves the previous best whole and
+current. Removing `.best` removes every version.
 """
 
 from __future__ import annotations
@@ -54,6 +57,26 @@ def _replace_dir(src: Path, dst: Path) -> None:
     shutil.copytree(src, tmp, copy_function=_link_or_copy)
     shutil.rmtree(dst, ignore_errors=True)
     tmp.rename(dst)
+
+
+def _fsync_tree(folder: Path) -> None:
+    """Flush a folder's files and the folder itself to disk (before it is swapped in)."""
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    _fsync_dir(folder)
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _link_or_copy(src: str, dst: str) -> None:
@@ -153,19 +176,45 @@ class HeldoutCallback(TrainerCallback):
         return stop
 
     @property
-    def _kept_best(self) -> Path | None:
+    def _best_root(self) -> Path | None:
         return None if self.best_dir is None else self.best_dir.with_name(".best")
 
+    @property
+    def _kept_best(self) -> Path | None:
+        """The current best weights: `.best/current` (a symlink to `.best/v<step>`), or `.best`
+        itself as runs before the atomic swap left it."""
+        root = self._best_root
+        if root is None:
+            return None
+        current = root / "current"
+        return current if current.is_symlink() or not root.is_dir() else root
+
     def _save_best(self, model) -> None:
-        """Best weights to `.best`, atomically: a kill mid-save leaves the previous best whole.
-        Main process only (`_evaluate`); the temporary name is the process's own anyway."""
-        tmp = self._kept_best.with_name(f".best.tmp-{os.getpid()}")
+        """Best weights into `.best/v<step>`, then `.best/current` swapped to them atomically: a
+        kill at any point leaves the previous best whole. Main process only (`_evaluate`)."""
+        root = self._best_root
+        assert root is not None  # only called with a best_dir
+        root.mkdir(parents=True, exist_ok=True)
+        version = f"v{self._last_step}-{os.getpid()}-{len(self.history)}"
+        tmp = root / f"tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         model.save_pretrained(tmp)
         if self.tokenizer is not None:
             self.tokenizer.save_pretrained(tmp)
-        shutil.rmtree(self._kept_best, ignore_errors=True)
-        tmp.rename(self._kept_best)
+        _fsync_tree(tmp)
+        shutil.rmtree(root / version, ignore_errors=True)
+        tmp.rename(root / version)
+        link = root / f"current.tmp-{os.getpid()}"
+        link.unlink(missing_ok=True)
+        link.symlink_to(version)
+        os.replace(link, root / "current")  # the swap: atomic
+        _fsync_dir(root)
+        for stale in root.iterdir():  # older versions, and what a run before the swap left
+            if stale.name not in ("current", version):
+                if stale.is_dir() and not stale.is_symlink():
+                    shutil.rmtree(stale, ignore_errors=True)
+                else:
+                    stale.unlink(missing_ok=True)
 
     def publish_best(self) -> None:
         """Link the kept best weights into `best_dir` (the stage output); main process only."""
@@ -225,6 +274,36 @@ class HeldoutCallback(TrainerCallback):
             self._run(model, state, control)
             if (Path(args.output_dir) / f"checkpoint-{state.global_step}").exists():
                 self._write_state(args, state)  # the final evaluation goes with the last checkpoint
+
+
+# Written into `checkpoint-<N>` last, atomically, once the Trainer has saved everything else:
+# only a checkpoint holding it counts for resuming (models/grpo.py `last_checkpoint`).
+CHECKPOINT_MARKER = "checkpoint_complete.json"
+
+
+def mark_checkpoint_complete(checkpoint: Path, step: int) -> None:
+    """Flush the checkpoint's files, then write its completion marker atomically (a temporary
+    file renamed into place, the folder flushed): a kill at any point leaves either no marker or
+    a whole one, and never a marker for files still in the page cache only."""
+    checkpoint = Path(checkpoint)
+    _fsync_tree(checkpoint)
+    tmp = checkpoint / f".{CHECKPOINT_MARKER}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump({"global_step": step}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, checkpoint / CHECKPOINT_MARKER)
+    _fsync_dir(checkpoint)
+
+
+class CheckpointMarker(TrainerCallback):
+    """Mark each checkpoint complete once the Trainer has written it (`on_save` runs after the
+    weights, optimizer, scheduler, RNG state and trainer_state.json are saved); main process."""
+
+    def on_save(self, args, state, control, **kwargs):
+        checkpoint = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if state.is_world_process_zero and checkpoint.is_dir():
+            mark_checkpoint_complete(checkpoint, state.global_step)
 
 
 class MetricsCallback(TrainerCallback):

@@ -141,9 +141,16 @@ def _global_step(checkpoint: Path) -> int:
 
 
 def last_checkpoint(output_dir: Path) -> Path | None:
-    """The newest complete `checkpoint-<step>` folder (one with trainer_state.json)."""
-    done = [p for p in Path(output_dir).glob("checkpoint-*")
-            if (p / "trainer_state.json").exists() and p.name.split("-")[-1].isdigit()]
+    """The newest complete `checkpoint-<step>` folder: one holding the completion marker that
+    `models.callbacks.CheckpointMarker` writes last and atomically. A folder without it (a kill
+    mid-save; trainer_state.json is written in place, so it may be there but cut short) is
+    skipped."""
+    from models.callbacks import CHECKPOINT_MARKER
+
+    found = [p for p in Path(output_dir).glob("checkpoint-*") if p.name.split("-")[-1].isdigit()]
+    done = [p for p in found if (p / CHECKPOINT_MARKER).exists()]
+    for p in sorted(set(found) - set(done)):
+        log.warning("%s has no %s (the save did not finish): not resumed from", p, CHECKPOINT_MARKER)
     return max(done, key=lambda p: int(p.name.split("-")[-1]), default=None)
 
 
@@ -167,6 +174,7 @@ def train(policy_path: Path, rows: list[dict], plan, g, *, seed: int, output_dir
     from datasets import Dataset
     from trl import GRPOTrainer
 
+    from models.callbacks import CheckpointMarker
     from models.policy import load_policy
     from rewards import MethodPlan
     from rewards.chat import ChatFormat
@@ -186,7 +194,7 @@ def train(policy_path: Path, rows: list[dict], plan, g, *, seed: int, output_dir
     trainer_cls = plan.trainer_cls or GRPOTrainer
     trainer = trainer_cls(model=model, reward_funcs=list(plan.reward_funcs), args=args,
                           train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
-                          callbacks=list(callbacks), **plan.trainer_kwargs)
+                          callbacks=[*callbacks, CheckpointMarker()], **plan.trainer_kwargs)
     for f in [*plan.reward_funcs, *plan.loggers, *callbacks]:
         if hasattr(f, "trainer"):
             f.trainer = trainer

@@ -27,7 +27,7 @@ STEPS, SAVE_EVERY, KILL_AT = 8, 2, 4
 
 def _complete_checkpoints(out: Path) -> list[int]:
     """Steps of the checkpoints a resume may use (models.grpo.last_checkpoint's rule)."""
-    return sorted(int(p.parent.name.split("-")[1]) for p in out.glob("checkpoint-*/trainer_state.json"))
+    return sorted(int(p.parent.name.split("-")[1]) for p in out.glob("checkpoint-*/checkpoint_complete.json"))
 
 
 def _resumed_step(log: str) -> int:

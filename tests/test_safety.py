@@ -16,6 +16,7 @@ from __future__ import annotations
 import http.server
 import json
 import logging
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -243,3 +244,79 @@ def test_flow_run_fence_lease() -> None:
 
     window = inspect.signature(ensure_zombie_automation).parameters["within_s"].default
     assert stages.FENCE_LEASE_S < window
+
+
+# ---- models/callbacks.py and models/grpo.py: the best checkpoint and resumable checkpoints ----
+
+
+class _Weights:
+    """Stands in for a model: save_pretrained writes its version."""
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+
+    def save_pretrained(self, folder) -> None:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        (Path(folder) / "model.safetensors").write_text(f"weights v{self.version}")
+
+
+def test_best_checkpoint_survives_a_kill_during_the_swap(monkeypatch, tmp_path) -> None:
+    """A new best whose save is killed at the swap (every rename fails from then on) leaves
+    the previous best whole: what publish_best publishes is still the first best."""
+    import pathlib
+
+    from models.callbacks import HeldoutCallback
+
+    best_dir = tmp_path / "best"
+    callback = HeldoutCallback(score_fn=lambda m: {}, every=1, headline="h", best_dir=best_dir)
+    callback._last_step = 2
+    callback._save_best(_Weights(1))
+
+    def killed(*args, **kwargs):
+        raise OSError("killed at the swap")
+
+    monkeypatch.setattr(os, "rename", killed)
+    monkeypatch.setattr(os, "replace", killed)
+    monkeypatch.setattr(pathlib.Path, "rename", killed)
+    monkeypatch.setattr(pathlib.Path, "replace", killed)
+    callback._last_step = 4
+    with pytest.raises(OSError, match="killed"):
+        callback._save_best(_Weights(2))
+    monkeypatch.undo()
+    callback.publish_best()
+    assert (best_dir / "model.safetensors").read_text() == "weights v1"
+
+
+def test_best_checkpoint_swap_keeps_only_the_newest(tmp_path) -> None:
+    from models.callbacks import HeldoutCallback
+
+    best_dir = tmp_path / "best"
+    callback = HeldoutCallback(score_fn=lambda m: {}, every=1, headline="h", best_dir=best_dir)
+    for step in (2, 4, 6):
+        callback._last_step = step
+        callback._save_best(_Weights(step))
+    callback.publish_best()
+    assert (best_dir / "model.safetensors").read_text() == "weights v6"
+    assert len([p for p in (tmp_path / ".best").iterdir() if p.name != "current"]) == 1
+
+
+def test_resume_ignores_a_checkpoint_without_its_completion_marker(tmp_path) -> None:
+    """checkpoint-4's save was killed: trainer_state.json is there (written in place, cut short)
+    but the completion marker is not; the resume takes checkpoint-2."""
+    from types import SimpleNamespace
+
+    from models import grpo
+    from models.callbacks import CheckpointMarker
+
+    for step in (2, 4):
+        folder = tmp_path / f"checkpoint-{step}"
+        folder.mkdir()
+        (folder / "model.safetensors").write_text("w")
+        (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    (tmp_path / "checkpoint-4" / "trainer_state.json").write_text('{"global_st')
+    state = SimpleNamespace(global_step=2, is_world_process_zero=True)
+    CheckpointMarker().on_save(SimpleNamespace(output_dir=str(tmp_path)), state, None)
+    assert grpo.last_checkpoint(tmp_path) == tmp_path / "checkpoint-2"
+    marker = json.loads((tmp_path / "checkpoint-2" / "checkpoint_complete.json").read_text())
+    assert marker == {"global_step": 2}
+    assert not list(tmp_path.rglob("*.tmp"))
