@@ -84,6 +84,7 @@ from flows.report_collect import (  # noqa: F401 - re-exported: the stage's read
     collect,
     collect_studies,
     count_keys,
+    current,
     discover,
     headline,
     headline_metrics,
@@ -205,15 +206,25 @@ def table(agg: dict[str, dict]) -> str:
     return _markdown(["method", *cols], rows)
 
 
+def left_out_markdown(left_out: Sequence[str]) -> str:
+    """The first screen's warning: the stale runs no table or claim pools, each with why."""
+    if not left_out:
+        return ""
+    return (f"> **{len(left_out)} stale run{'s' * (len(left_out) != 1)} left out** of every table and "
+            "claim (a number is never pooled across bases): " + "; ".join(left_out) + ".")
+
+
 def summary_markdown(agg: dict[str, dict], collected: Collected, smoke: Sequence[str] = (),
                      claims: tuple[list[Verdict], list[str]] | None = None,
-                     alarms: dict | None = None) -> str:
+                     alarms: dict | None = None, left_out: Sequence[str] = ()) -> str:
     """summary.md: the headline table, the papers' claims, one table per benchmark, the collapse
     events, the collapse alarms' error rates and notes (and, first, the smoke-test warning when
     there is one)."""
     found, claim_notes = claims if claims is not None else verdicts(collected.runs)
     parts = ["# Reward methods compared", "", "## Methods compared", "", table(agg), "",
              claims_markdown(found, claim_notes)]
+    if left_out:
+        parts[1:1] = ["", left_out_markdown(left_out)]
     if smoke:
         parts[1:1] = ["", f"> **{SMOKE_BANNER}**: {'; '.join(smoke)}."]
     counts = count_keys(collected)
@@ -362,7 +373,7 @@ CLAIMS_END = "<!-- claims:end -->"
 
 
 def results_markdown(agg: dict[str, dict], collected: Collected, data_dir: Path,
-                     params: Params | None = None) -> str:
+                     params: Params | None = None, left_out: Sequence[str] = ()) -> str:
     """The README's results table: each method's task headline, base vs trained (mean ± std over
     seeds, n seeds), the base's self-evaluation AUROC and the runs that collapsed."""
     base = agg.get("base", {})
@@ -385,6 +396,8 @@ def results_markdown(agg: dict[str, dict], collected: Collected, data_dir: Path,
                         "collapse detected"], rows)]
     if auroc:
         lines.append(f"\nBase self-evaluation AUROC (`self_eval/auroc_q0`): {cell(auroc, 1)}.")
+    if left_out:
+        lines[0:0] = [left_out_markdown(left_out), ""]
     return "\n".join(lines)
 
 
@@ -789,6 +802,11 @@ def provenance_html(prov: Provenance) -> str:
     out = [f"<p class='provenance' id='provenance' data-preset='{esc(preset)}' "
            f"data-commit='{esc(prov.commit)}' data-date='{esc(prov.date)}'>"
            + " ".join(f"<span>{i}</span>" for i in items) + "</p>"]
+    if prov.left_out:
+        out.append(f"<div class='smoke' id='stale' role='alert'><strong>{len(prov.left_out)} stale "
+                   f"run{'s' * (len(prov.left_out) != 1)} left out</strong> of every table and claim "
+                   "(a number is never pooled across bases): "
+                   + "; ".join(esc(x) for x in prov.left_out) + ".</div>")
     if prov.smoke:
         out.append(f"<div class='smoke' id='smoke' role='alert'><strong>{SMOKE_BANNER}</strong>"
                    f"{esc('; '.join(prov.smoke))}. These numbers check that the pipeline runs; "
@@ -1063,15 +1081,17 @@ def build(out_dir: Path = paths.REPORTS, data_dir: Path = paths.DATA, order: Seq
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    collected = collect(Path(data_dir), order)
+    found = collect(Path(data_dir), order)
+    collected = current(found)  # the tables pool only runs of the current base
     agg = aggregate(collected)
     results = headline(collected, agg, Path(data_dir), params)
     prov = provenance(params, collected, Path(data_dir), now)
-    every = with_studies(collected, Path(data_dir))
+    every = with_studies(found, Path(data_dir))  # the claims leave stale runs out themselves
+    prov.left_out = current(every).left_out
     claims = verdicts(every.runs)
     alarms = alarms_.score(every, collapse if collapse is not None else _collapse_config(params))
-    (out_dir / "summary.md").write_text(summary_markdown(agg, collected, prov.smoke, claims, alarms),
-                                        encoding="utf-8")
+    (out_dir / "summary.md").write_text(summary_markdown(agg, collected, prov.smoke, claims, alarms,
+                                                         prov.left_out), encoding="utf-8")
     write_json(out_dir / "metrics.json", agg)
     write_json(out_dir / "headline.json", headline_json(results))
     write_json(out_dir / "claims.json", claims_json(*claims))
@@ -1127,10 +1147,12 @@ def main() -> None:
     args = p.parse_args()
     if args.readme:
         params = load(args.params, preset=args.preset)
-        collected = collect(args.data_dir, params.methods)
-        update_readme(args.readme, results_markdown(aggregate(collected), collected, args.data_dir, params))
-        update_readme(args.readme, claims_readme(with_studies(collected, args.data_dir),
-                                                 _collapse_config(params)), CLAIMS_BEGIN, CLAIMS_END)
+        found = collect(args.data_dir, params.methods)
+        fresh = current(found)
+        every = with_studies(found, args.data_dir)
+        update_readme(args.readme, results_markdown(aggregate(fresh), fresh, args.data_dir, params,
+                                                    current(every).left_out))
+        update_readme(args.readme, claims_readme(every, _collapse_config(params)), CLAIMS_BEGIN, CLAIMS_END)
         print(f"updated the results and claims sections of {args.readme}")
         return
     if args.figure:

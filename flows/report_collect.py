@@ -1,8 +1,11 @@
 """What the `report` stage reads and concludes, before any drawing (flows/report.py renders it).
 
 - `collect`: every run's metrics, per-item scores, curves and collapse events found under `data/`
-  (nothing missing is fatal; what is off becomes a note); `collect_studies` the same for the
-  presets' own studies recorded under `studies/<preset>/data/` (runs `<preset>/<arm>`);
+  (nothing missing is fatal; what is off becomes a note), and the base it started from
+  (`evals/lineage.py`: dvc.lock, run.json); `collect_studies` the same for the presets' own
+  studies recorded under `studies/<preset>/data/` (runs `<preset>/<arm>`);
+- `current`: only the runs of each study's current base (stale runs left out and named: a table
+  never pools runs from different bases);
 - `aggregate`: per method and metric, the mean, population std and number of seeds;
 - `headline`: per task, the methods trained on it ranked by the task's headline metric, the base
   for reference, the best marked and the methods within the seeds' spread of it;
@@ -25,6 +28,7 @@ import numpy as np
 from core import paths
 from core.io import read_json
 from core.params import ROOT, Params
+from evals.lineage import Lineages
 from tasks.stages import code_changes
 
 # The metrics a task is judged by (higher is better for each), first the one its methods are
@@ -54,6 +58,9 @@ class RunData:
     heldout: list[dict] = field(default_factory=list)
     events: list[dict] = field(default_factory=list)
     items: dict | None = None  # items.json: per-item test scores (evals/items.py), for the claims
+    summary: dict | None = None  # run.json (flows/train.py), when the checkpoint folder is there
+    base: str = ""             # the base it started from (evals/lineage.py): md5:<hash> or unrecorded:<folder>
+    stale: str = ""            # why it is not a run of its study's current base ("" when it is)
 
 
 @dataclass
@@ -62,6 +69,7 @@ class Collected:
 
     runs: dict[str, dict[int | None, RunData]]
     notes: list[str]
+    left_out: list[str] = field(default_factory=list)  # stale runs `current` dropped, with why
 
 
 def _under(data_dir: Path, canonical: Path) -> Path:
@@ -112,10 +120,12 @@ def _read(path: Path, expect: type, notes: list[str]):
     return value
 
 
-def collect(data_dir: Path = paths.DATA, order: Sequence[str] = ()) -> Collected:
-    """Read every run's metrics, curves and collapse events; missing files are simply absent."""
+def collect(data_dir: Path = paths.DATA, order: Sequence[str] = (), folder: str = "") -> Collected:
+    """Read every run's metrics, curves, collapse events and base; missing files are simply
+    absent. `folder` names the study in an unrecorded base's group (default: the folder's name)."""
     notes: list[str] = []
     runs: dict[str, dict[int | None, RunData]] = {}
+    lineages = Lineages(Path(data_dir), folder)
     for method, seed in discover(data_dir, order):
         run = RunData()
         run.metrics = _read(_under(data_dir, paths.eval_dir(method, seed)) / "metrics.json", dict, notes)
@@ -126,6 +136,7 @@ def collect(data_dir: Path = paths.DATA, order: Sequence[str] = ()) -> Collected
             run.heldout = [r for r in _read(plots / "heldout.json", list, notes) or []
                            if isinstance(r, dict)]
             summary = _read(_under(data_dir, paths.checkpoint_dir(method, seed)) / "run.json", dict, notes)
+            run.summary = summary
             events = (summary or {}).get("collapse_events") or []
             run.events = [e for e in events if isinstance(e, dict) and number(e.get("step")) is not None]
             where = paths.run_key(method, seed)
@@ -135,8 +146,24 @@ def collect(data_dir: Path = paths.DATA, order: Sequence[str] = ()) -> Collected
                 notes.append(f"{where}: curves but no evaluation (data/eval/{where}/metrics.json)")
             if run.metrics is not None and not (run.train or run.heldout):
                 notes.append(f"{where}: evaluated but no curves (data/plots/{where}/)")
+        lineage = lineages.of(method, seed, run.summary)
+        run.base, run.stale = lineage.base, lineage.stale
         runs.setdefault(method, {})[seed] = run
     return Collected(runs, notes)
+
+
+def current(collected: Collected) -> Collected:
+    """Only the runs of their study's current base; the stale ones are left out and listed in
+    `left_out` ("rlme/seed1: trained from base 51512a08, ..."), for the report's first screen."""
+    runs: dict[str, dict[int | None, RunData]] = {}
+    left = list(collected.left_out)
+    for method, seeds in collected.runs.items():
+        for seed, run in seeds.items():
+            if run.stale:
+                left.append(f"{method if seed is None else paths.run_key(method, seed)}: {run.stale}")
+            else:
+                runs.setdefault(method, {})[seed] = run
+    return Collected(runs, collected.notes, left)
 
 
 def collect_studies(studies_dir: Path) -> Collected:
@@ -148,7 +175,7 @@ def collect_studies(studies_dir: Path) -> Collected:
     notes: list[str] = []
     for data in sorted(Path(studies_dir).glob("*/data")):
         preset = data.parent.name
-        found = collect(data)
+        found = collect(data, folder=f"studies/{preset}")
         runs.update({f"{preset}/{method}": seeds for method, seeds in found.runs.items()})
         notes += [f"study {preset}: {note}" for note in found.notes]
     return Collected(runs, notes)
@@ -332,6 +359,7 @@ class Provenance:
     methods: int
     base_model: dict | None
     smoke: list[str]
+    left_out: list[str] = field(default_factory=list)  # stale runs no table or claim pools
 
 
 def _git(*args: str) -> str:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import json
 import logging
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 
 from prefect import flow
@@ -180,6 +182,10 @@ def train(params: Params, method: str | ResolvedMethod, seed: int,
     method = run.name
     family, g = run.family, run.grpo
     prepared, base = paths.PREPARED, paths.base_model_dir(params)
+    # The base this run starts from, by DVC's md5 of its folder (run.json; evals/lineage.py keeps
+    # runs of different bases apart). Imported by name: provenance, not code the training runs.
+    base_md5 = importlib.import_module("evals.lineage").dir_md5(base) if Path(base).is_dir() else None
+    started = time.monotonic()
     rows = task_rows(prepared, g.task)
     out = paths.checkpoint_dir(method, seed)
     main = ranks.is_main()
@@ -246,6 +252,7 @@ def train(params: Params, method: str | ResolvedMethod, seed: int,
     write_json(paths.plots_dir(method, seed) / "train.json", curve)
     write_json(paths.plots_dir(method, seed) / "heldout.json", callback.history)
     summary = {"method": method, "run_id": run_id, "seed": seed, "config_hash": digest,
+               "base_model_md5": base_md5, "train_seconds": round(time.monotonic() - started, 1),
                "steps": curve[-1]["step"] if curve else 0,
                "final_reward": curve[-1].get("reward") if curve else None,
                "collapsed": bool(monitor.events),
