@@ -175,6 +175,32 @@ class RationaleReward(MethodBase):
     matcher: Literal["lexical", "embedding", "llm"]
 
 
+class TtrlReward(MethodBase):
+    # Completions of each group that vote (the first ones); null = the whole group (ours: the
+    # paper votes over more samples than it trains on).
+    vote_samples: int | None = Field(default=None, ge=1)
+
+
+class SelfCertaintyReward(MethodBase):
+    # Completions per teacher-forced pass; null = the whole generation batch in one pass.
+    rows_per_pass: int | None = Field(default=None, ge=1)
+
+
+class EntropyReward(MethodBase):
+    # token (RENT, EM-RL token level: minus the mean token entropy) | trajectory (EM-RL: the mean
+    # log-probability of the sampled tokens)
+    level: Literal["token", "trajectory"]
+    rows_per_pass: int | None = Field(default=None, ge=1)
+
+
+class FormatReward(MethodBase):
+    pass
+
+
+class IncorrectReward(MethodBase):
+    pass
+
+
 # --- the registry ------------------------------------------------------------------------------
 
 METHODS: dict[str, Method] = {
@@ -191,6 +217,17 @@ METHODS: dict[str, Method] = {
                     evaluate="evals.rubric_hints:evaluate"),
     "rationale": Method(RationaleReward, builder="rewards.genrm:build", version="rewards.genrm",
                         metrics=("genrm/",)),
+    # Label-free rewards beyond the five papers, and the spurious-reward controls
+    # (docs/methods/README.md).
+    "ttrl": Method(TtrlReward, builder="rewards.majority:build", version="rewards.majority",
+                   metrics=("ttrl/",)),
+    "self_certainty": Method(SelfCertaintyReward, builder="models.confidence_trainer:build_self_certainty",
+                             version="rewards.confidence"),
+    "entropy": Method(EntropyReward, builder="models.confidence_trainer:build_entropy",
+                      version="rewards.confidence"),
+    "format": Method(FormatReward, builder="rewards.baselines:build_format", version="rewards.baselines"),
+    "incorrect": Method(IncorrectReward, builder="rewards.baselines:build_incorrect",
+                        version="rewards.baselines"),
 }
 
 

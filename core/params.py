@@ -440,6 +440,8 @@ class Eval(Strict):
         return v
     n_test: int = Field(ge=1)
     k: int = Field(ge=1)
+    # maj@k on the test split of answer benchmarks (evals.suite); null = off.
+    maj_k: int | None = Field(default=None, ge=1)
     temperature: float = Field(gt=0)
     max_new_tokens: int = Field(ge=1)
     batch_size: int = Field(ge=1)

@@ -14,7 +14,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rewards.verifiable import extract_boxed, rlvr_score
+from rewards.majority import majority_label
+from rewards.verifiable import answers_match, extract_boxed, rlvr_score
 
 
 class Ratio(NamedTuple):
@@ -42,6 +43,21 @@ def answer_metrics(samples: list[str], greedy: str, gold: str) -> dict:
     return {"pass@1": float(np.mean(acc)), "pass@k": float(max(acc)),
             "greedy_accuracy": rlvr_score(greedy, gold),
             "boxed_rate": float(np.mean([extract_boxed(s) is not None for s in samples]))}
+
+
+def majority_metrics(samples: list[str], gold: str) -> dict:
+    """maj@k: 1.0 when the majority vote of the samples' boxed answers is the gold answer (the
+    vote TTRL trains on, :func:`rewards.majority.majority_label`: equivalent answers are one
+    class, samples without an answer do not vote, ties go to the class seen first), else 0.0;
+    0.0 when no sample answers.
+
+    >>> majority_metrics([r"\\boxed{4}", r"\\boxed{5}", r"\\boxed{4.0}", "no box"], "4")
+    {'maj@k': 1.0}
+    >>> majority_metrics([r"\\boxed{5}", r"\\boxed{4}"], "4")   # a tie: the first answer wins
+    {'maj@k': 0.0}
+    """
+    label, _ = majority_label([extract_boxed(s) for s in samples])
+    return {"maj@k": 1.0 if label is not None and answers_match(label, gold) else 0.0}
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

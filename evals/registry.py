@@ -25,16 +25,19 @@ import numpy as np
 from core.io import DataError, read_jsonl
 from core.params import split_benchmark_spec
 from evals.external import gsm8k_rows, ifeval_rows, math_rows, score_ifeval, score_math
-from evals.metrics import answer_metrics
+from evals.metrics import answer_metrics, majority_metrics
 from evals.pairs import helpsteer3_rows, score_pairs
 from rewards.verifiable import rlvr_score
 from world.arith_ref import reply
 from world.facts import coverage, style_ok
 
 # Bumped whenever a scorer, loader or pooled metric changes meaning (lm-eval's task version).
-VERSION = "3"
+# 4: maj@k on the answer benchmarks (`VOTES`).
+VERSION = "4"
 
 Scorer = Callable[[dict, list[str], str], dict]
+# (row, the samples that vote) -> per-row metrics (maj@k); `evals.suite` draws the voters.
+Voter = Callable[[dict, list[str]], dict]
 
 
 class Benchmark(NamedTuple):
@@ -59,6 +62,11 @@ def load_rows(prepared: Path, stem: str, split: str, n: int) -> list[dict]:
 
 def score_arith(row: dict, samples: list[str], greedy: str) -> dict:
     return answer_metrics(samples, greedy, row["answer"])
+
+
+def vote_arith(row: dict, samples: list[str]) -> dict:
+    """maj@k of one row's voting samples against its gold answer."""
+    return majority_metrics(samples, row["answer"])
 
 
 def score_cheat(row: dict, samples: list[str], greedy: str) -> dict:
@@ -96,6 +104,10 @@ BENCHMARKS: dict[str, Benchmark | ExternalBenchmark] = {
     # HelpSteer3-style rows (context, two responses, atomic checklist) load into the pairs schema.
     "helpsteer3": ExternalBenchmark(helpsteer3_rows, score_pairs, "outcome_acc"),
 }
+
+# Benchmarks whose samples can vote for maj@k (`eval.maj_k`; `evals.suite`): one final answer per
+# sample, graded against the row's gold answer.
+VOTES: dict[str, Voter] = {"arith": vote_arith, "gsm8k": vote_arith}
 
 
 def parse_spec(spec: str) -> tuple[str, Benchmark | ExternalBenchmark, Path | None]:

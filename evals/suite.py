@@ -4,6 +4,11 @@ Per benchmark: the scorer's metrics `<benchmark>/<metric>` (floats averaged over
 pooled; `evals.metrics.aggregate`), `mean_length` (characters of the sampled completions), `n`
 (rows) and, for k >= 2, `self_bleu` (diversity of each prompt's samples on [0, 1], averaged over
 prompts; `evals.metrics.self_bleu`).
+
+maj@k (`eval.maj_k`, TTRL's baseline): on the TEST split of a benchmark in `VOTES`, the first
+maj_k of the k samples vote, plus maj_k - k more drawn with seed + `VOTE_SEED_OFFSET` when maj_k
+> k; pass@1 and the other metrics read the k samples as before. Held-out evaluations during
+training (split `val`) skip it: they run every few steps and the curves never read it.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from evals.metrics import aggregate, self_bleu
 from evals.registry import (
     BENCHMARKS,
     VERSION,
+    VOTES,
     Benchmark,
     ExternalBenchmark,
     benchmark_rows,
@@ -25,8 +31,12 @@ from evals.registry import (
 )
 from models.generation import generate
 
-__all__ = ["BENCHMARKS", "VERSION", "Benchmark", "ExternalBenchmark", "evaluate_policy",
-           "headline_key", "parse_spec"]
+__all__ = ["BENCHMARKS", "VERSION", "VOTE_SEED_OFFSET", "Benchmark", "ExternalBenchmark",
+           "evaluate_policy", "headline_key", "parse_spec"]
+
+# The extra maj@k voters are drawn with this offset on the evaluation seed: a sampling stream
+# apart from the k samples' own (and from the seeds 0, 1, 2, ... of other runs).
+VOTE_SEED_OFFSET = 1_000_003
 
 
 def evaluate_policy(model, tokenizer, prepared: Path, benchmarks: list[str], ev, seed: int, *,
@@ -70,6 +80,13 @@ def evaluate_policy(model, tokenizer, prepared: Path, benchmarks: list[str], ev,
         greedy_out = ([g[0] for g in sample(prompts, greedy=True, **kw)]
                       if greedy else [""] * len(rows))
         per_row = [score(r, s, g) for r, s, g in zip(rows, samples, greedy_out)]
+        vote, maj_k = VOTES.get(name), getattr(ev, "maj_k", None)
+        if vote is not None and maj_k and split == "test":
+            extra = ([[]] * len(rows) if maj_k <= num_samples else
+                     sample(prompts, num_samples=maj_k - num_samples, temperature=ev.temperature,
+                            **{**kw, "seed": seed + VOTE_SEED_OFFSET}))
+            for r, metrics, s, more in zip(rows, per_row, samples, extra):
+                metrics.update(vote(r, (list(s) + list(more))[:maj_k]))
         out.update({f"{name}/{key}": v for key, v in aggregate(per_row, keep_greedy=greedy).items()})
         if items is not None:
             items[name] = item_record(rows, per_row, BENCHMARKS[name].headline, keep_greedy=greedy)

@@ -1,15 +1,25 @@
-"""`random`: Uniform(0, 1) reward, seeded (docs/methods/random.md).
+"""The controls: `random` (docs/methods/random.md), `format` and `incorrect` (docs/methods/spurious.md).
 
-The control for "does the reward carry any signal", and the denominator of every reward-overhead
-figure (docs/methods/shared.md). Seeded per call count so a rerun with the same seed sees the same
-reward stream.
+`random`: Uniform(0, 1) reward, seeded. The control for "does the reward carry any signal", and the
+denominator of every reward-overhead figure (docs/methods/shared.md). Seeded per call count so a
+rerun with the same seed sees the same reward stream.
+
+`format` and `incorrect` are the spurious-reward controls (arXiv 2506.10947): `format` pays 1.0
+for any boxed answer, `incorrect` pays 1.0 for a boxed answer that is WRONG (it reads the label, as
+a control). With `random` they measure how much of a "gain" a reward with no signal about
+correctness produces on this base. An answer is a non-blank last ``\\boxed{}``
+(:func:`rewards.majority.has_answer`, the rule TTRL votes by).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from rewards.majority import has_answer
+from rewards.verifiable import answers_match, completion_text, extract_boxed
 
 VERSION = "1"
 
@@ -32,8 +42,61 @@ class RandomReward:
         return self._rng.random(sum(sizes))[start:start + len(completions)].tolist()
 
 
+def format_rewards(completions: Sequence[Any]) -> np.ndarray:
+    """1.0 for each completion with a boxed answer, else 0.0.
+
+    >>> format_rewards(["so \\\\boxed{7}.", "no box", "\\\\boxed{ }"]).tolist()
+    [1.0, 0.0, 0.0]
+    """
+    return np.array([1.0 if has_answer(extract_boxed(completion_text(c))) else 0.0
+                     for c in completions])
+
+
+def incorrect_rewards(completions: Sequence[Any], gold: Sequence[Any]) -> np.ndarray:
+    """1.0 for each completion whose boxed answer exists and does not match its gold answer, else
+    0.0 (a correct answer and a missing one both score 0.0).
+
+    >>> incorrect_rewards(["\\\\boxed{7}", "\\\\boxed{8}", "no box"], ["7", "7", "7"]).tolist()
+    [0.0, 1.0, 0.0]
+    """
+    if len(completions) != len(gold):
+        raise ValueError(f"{len(completions)} completions but {len(gold)} gold answers")
+    out = []
+    for c, g in zip(completions, gold):
+        answer = extract_boxed(completion_text(c))
+        out.append(1.0 if has_answer(answer) and not answers_match(answer, str(g)) else 0.0)
+    return np.array(out)
+
+
+def format_boxed(prompts: Any, completions: Sequence[Any], **kwargs: Any) -> list[float]:
+    """TRL reward function of `format`."""
+    return format_rewards(completions).tolist()
+
+
+def incorrect_answer(prompts: Any, completions: Sequence[Any], answer: Sequence[Any],
+                     **kwargs: Any) -> list[float | None]:
+    """TRL reward function of `incorrect`: `answer` is the dataset's gold column; rows without one
+    get None (the reward does not apply), as `rlvr`'s."""
+    return [None if g is None else float(incorrect_rewards([c], [g])[0])
+            for c, g in zip(completions, answer)]
+
+
 def build(ctx: Any) -> Any:
     """The random baseline's plan: a uniform reward stream seeded by `reward.random.seed`."""
     from rewards import MethodPlan
 
     return MethodPlan([RandomReward(seed=ctx.cfg.seed)])
+
+
+def build_format(ctx: Any) -> Any:
+    """The `format` control's plan: 1.0 for a boxed answer."""
+    from rewards import MethodPlan
+
+    return MethodPlan([format_boxed])
+
+
+def build_incorrect(ctx: Any) -> Any:
+    """The `incorrect` control's plan: 1.0 for a boxed answer that is wrong."""
+    from rewards import MethodPlan
+
+    return MethodPlan([incorrect_answer])

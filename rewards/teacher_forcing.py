@@ -5,7 +5,9 @@ Three rewards read a model's probabilities of given tokens after given prompts: 
 000 §3.1 and App. B), DRO's R3 (``models.dro_trainer.score_rollouts``: P of each reference-answer
 token after a rollout's CoT, paper 003 §3.2) and RLCER's judge verifier
 (``models.rlcer_trainer.yes_no_judgements``: "YES" against "NO" after the verifier prompt, paper 004
-§4.3). All three run ONE forward pass for the whole batch:
+§4.3). The confidence rewards (``models.confidence_trainer``: self-certainty and entropy,
+docs/methods/self_certainty.md) read the full distributions at every completion position instead
+(:func:`teacher_forced_logits`). All of them run ONE forward pass for the whole batch:
 
 - Rows are LEFT-padded (:func:`pad_rows`) with an explicit attention mask and position ids counted
   from each row's first real token, so every row sees the positions it would see unpadded (models
@@ -25,7 +27,8 @@ from typing import Any, Literal
 
 import torch
 
-__all__ = ["model_device", "next_token_logits", "pad_rows", "teacher_forced_logprobs"]
+__all__ = ["model_device", "next_token_logits", "pad_rows", "teacher_forced_logits",
+           "teacher_forced_logprobs"]
 
 
 def model_device(model: Any) -> torch.device:
@@ -101,6 +104,33 @@ def teacher_forced_logprobs(model: Any, prefixes: Sequence[Sequence[int]],
     mask = cols < lengths
     left = logp.gather(1, (cols + keep - lengths).clamp(max=keep - 1))
     return left.masked_fill(~mask, 0.0), mask
+
+
+@torch.no_grad()
+def teacher_forced_logits(model: Any, prefixes: Sequence[Sequence[int]],
+                          targets: Sequence[Sequence[int]],
+                          pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The full next-token logits at every target position (the distribution each target token
+    was drawn from, given its prefix and the earlier target tokens), for all rows in ONE forward
+    pass: what the confidence rewards read (``models.confidence_trainer``: the policy's own
+    completions as targets after their prompts).
+
+    Returns ``(logits [B, T, V] float32, mask [B, T])`` on the model's device, T the longest
+    target, left-aligned as :func:`teacher_forced_logprobs` aligns its log-probs.
+    """
+    if any(len(p) == 0 for p in prefixes) or any(len(t) == 0 for t in targets):
+        raise ValueError("every row needs a non-empty prefix and a non-empty target")
+    ids, attention = pad_rows([list(p) + list(t) for p, t in zip(prefixes, targets, strict=True)],
+                              pad_id, "left")
+    keep = max(map(len, targets))
+    logits = _last_logits(model, ids, attention, keep + 1)[:, :-1]  # right-aligned targets
+    device = logits.device
+    lengths = torch.tensor([len(t) for t in targets], device=device).unsqueeze(1)
+    cols = torch.arange(keep, device=device).unsqueeze(0)
+    mask = cols < lengths
+    index = (cols + keep - lengths).clamp(max=keep - 1)
+    left = logits.gather(1, index.unsqueeze(-1).expand(-1, -1, logits.shape[-1]))
+    return left.masked_fill(~mask.unsqueeze(-1), 0.0), mask
 
 
 @torch.no_grad()

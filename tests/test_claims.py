@@ -285,7 +285,7 @@ def test_the_declared_claims_name_known_arms_and_benchmarks() -> None:
     params = load()
     assert len(cl.CLAIMS) >= 9 and len({c.id for c in cl.CLAIMS}) == len(cl.CLAIMS)
     for c in cl.CLAIMS:
-        for arm in c.arms + [a for a in c.precondition_arms if not cl.is_base(a)]:
+        for arm in [a for a in c.arms + c.precondition_arms if not cl.is_base(a)]:  # a base: no runs
             preset, _, name = arm.rpartition("/")
             study = load(preset=preset) if preset else params
             study.method_config(name)  # raises for a name that is neither a method nor a variant
