@@ -67,6 +67,7 @@ from evals.claims import (
     seed_plan,
     verdicts,
 )
+from evals.stats import snap
 from flows import alarms as alarms_
 from flows.report_collect import (  # noqa: F401 - re-exported: the stage's reading half
     OTHER,
@@ -113,11 +114,16 @@ SMOKE_BANNER = "Smoke test, not a result"
 # ------------------------------------------------------------------------------ numbers
 
 def _fmt(value: float) -> str:
-    """Three significant decimals below 10, fewer above; integers from 10 up as integers.
+    """Three significant decimals below 10, fewer above; integers from 10 up as integers. The
+    value is snapped to 9 decimals first (evals.stats.snap), so a mean that is exactly 0.8475 prints
+    the same whichever way one machine's float sums rounded it.
 
     >>> [_fmt(v) for v in (0.8476, 57.76, 200.0, 1234.5, 0.0001)]
     ['0.848', '57.76', '200', '1234.5', '1.00e-04']
+    >>> _fmt(0.0125 + 1e-15) == _fmt(0.0125 - 1e-15) == _fmt(0.0125)
+    True
     """
+    value = snap(value)
     if abs(value) >= 10 and float(value).is_integer():
         return str(int(value))
     if value != 0 and abs(value) < 1e-3:
@@ -399,6 +405,17 @@ def results_markdown(agg: dict[str, dict], collected: Collected, data_dir: Path,
     if left_out:
         lines[0:0] = [left_out_markdown(left_out), ""]
     return "\n".join(lines)
+
+
+def write_readme(readme: Path, data_dir: Path = paths.DATA, params: Params | None = None) -> None:
+    """`make results`: the README's generated blocks from the committed records (data/, studies/,
+    dvc.lock): the results table of the current base's runs and the claims block."""
+    params = params if params is not None else load()
+    found = collect(data_dir, params.methods)
+    fresh = current(found)
+    every = with_studies(found, data_dir)
+    update_readme(readme, results_markdown(aggregate(fresh), fresh, data_dir, params, current(every).left_out))
+    update_readme(readme, claims_readme(every, _collapse_config(params)), CLAIMS_BEGIN, CLAIMS_END)
 
 
 def update_readme(readme: Path, text: str, begin: str = README_BEGIN, end: str = README_END) -> None:
@@ -1147,12 +1164,7 @@ def main() -> None:
     args = p.parse_args()
     if args.readme:
         params = load(args.params, preset=args.preset)
-        found = collect(args.data_dir, params.methods)
-        fresh = current(found)
-        every = with_studies(found, args.data_dir)
-        update_readme(args.readme, results_markdown(aggregate(fresh), fresh, args.data_dir, params,
-                                                    current(every).left_out))
-        update_readme(args.readme, claims_readme(every, _collapse_config(params)), CLAIMS_BEGIN, CLAIMS_END)
+        write_readme(args.readme, args.data_dir, params)
         print(f"updated the results and claims sections of {args.readme}")
         return
     if args.figure:

@@ -1,0 +1,47 @@
+"""`make results` on the committed records is stable: the README's generated blocks come out
+byte-identical run after run, and no machine's float summation order can move a printed
+rounding (every statistic is snapped before it is formatted)."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+
+from core.params import ROOT
+from evals import claims as cl
+from evals.stats import paired_bootstrap, t_interval
+from flows import report as rep
+
+
+def test_make_results_twice_on_the_committed_records_gives_identical_bytes(tmp_path) -> None:
+    """Against a copy of README.md (whatever its prose is today): the first pass may rewrite the
+    blocks, the second must leave every byte as the first wrote it."""
+    readme = tmp_path / "README.md"
+    shutil.copy(ROOT / "README.md", readme)
+    rep.write_readme(readme, ROOT / "data")
+    first = readme.read_bytes()
+    rep.write_readme(readme, ROOT / "data")
+    assert readme.read_bytes() == first
+    assert rep.CLAIMS_BEGIN.encode() in first and rep.README_BEGIN.encode() in first
+
+
+def test_float_noise_of_another_machine_cannot_move_a_printed_rounding() -> None:
+    """The committed nocheat interval ended exactly on +0.0125, so a recomputation on another CPU
+    printed +0.012 or +0.013 by luck; perturb the inputs by the size of summation-order noise and
+    every returned number, and so every printed one, stays the same."""
+    rng = np.random.default_rng(0)
+    t = rng.integers(0, 9, (3, 200)) / 8           # pass@1 over 8 samples: multiples of 1/8
+    c = rng.integers(0, 9, (3, 200)) / 8
+    noise = rng.normal(0, 1e-15, t.shape)
+    assert paired_bootstrap(t, c) == paired_bootstrap(t + noise, c)
+    assert t_interval([0.1, 0.2, 0.3], [0.0, 0.05, 0.1]) == t_interval([0.1 + 1e-16, 0.2, 0.3], [0.0, 0.05, 0.1])
+    for exact in (0.0125, -0.0125, 0.8475, 0.0005):
+        printed = {rep._signed(exact + e) for e in (-3e-16, 0.0, 3e-16)}
+        assert len(printed) == 1, (exact, printed)
+
+
+def test_the_verdicts_are_the_same_run_after_run() -> None:
+    runs = rep.with_studies(rep.collect(ROOT / "data"), ROOT / "data").runs
+    first = cl.claims_json(*cl.verdicts(runs))
+    assert first == cl.claims_json(*cl.verdicts(runs))
