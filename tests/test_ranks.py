@@ -26,7 +26,7 @@ P, G = 4, 4  # prompts per step (global), completions per prompt
 CASES = ("rlvr", "random", "rlme", "rlme_frozen", "rlvr_rlme", "rlvrr", "dro", "rlcer", "rationale")
 # TRL and method metrics compared between layouts (timings and token counters left out).
 _METRIC_PREFIXES = ("reward", "rewards/", "frac_reward_zero_std", "completions/", "hybrid/", "rlme/",
-                    "rlvrr/", "dro/", "rlcer/", "genrm/")
+                    "rlvrr/", "dro/", "rlcer/", "genrm/", "ttrl/")
 RUBRICS = (
     ' [{"criterion": "each step\'s arithmetic is correct", "points": 3}, '
     '{"criterion": "contains an arithmetic slip", "points": -4}]',
@@ -261,6 +261,48 @@ def test_the_fixed_batch_has_signal(layouts) -> None:
         assert any(abs(a) > 1e-3 for a in one[case]["advantages"]), case
     dro = one["dro"]
     assert 0 < dro["metrics"]["dro/rejected"] < 1 and 0 in dro["tokens"]
+
+
+# --- the label-free rewards beyond the five papers (docs/methods/README.md) --------------------------
+
+INTRINSIC_CASES = ("ttrl", "self_certainty", "entropy", "format", "incorrect")
+
+
+@pytest.fixture(scope="module")
+def intrinsic_layouts(tmp_path_factory):
+    """(1-rank results, [rank 0, rank 1] results) for the intrinsic and spurious rewards: all train
+    on arith, so the assets are the arith rows' tokenizer and a tiny random Llama."""
+    import torch
+
+    from core.params import Arch
+    from models.tiny import build_model, build_tokenizer
+
+    assets = tmp_path_factory.mktemp("ranks_intrinsic")
+    rows = _rows("arith")
+    tokenizer = build_tokenizer([r["prompt"] for r in rows]
+                                + [_completion("arith", r, j) for r in rows for j in range(G)], 400)
+    arch = Arch(hidden_size=32, intermediate_size=64, num_layers=2, num_heads=2, max_positions=512)
+    model = build_model(arch, tokenizer, seed=0)
+    # A random model's next-token distributions are all near uniform: its completions' entropies
+    # differ by ~1e-3, and standardising them within a group would blow float noise (another
+    # padding width) up past any tolerance. Sharper heads spread them as a trained model's do.
+    with torch.no_grad():
+        model.lm_head.weight.mul_(20.0)
+    model.save_pretrained(assets / "base")
+    tokenizer.save_pretrained(assets / "base")
+    return _run(1, assets, INTRINSIC_CASES)[0], _run(2, assets, INTRINSIC_CASES)
+
+
+@pytest.mark.parametrize("case", INTRINSIC_CASES)
+def test_two_ranks_score_the_intrinsic_rewards_as_one_rank_does(intrinsic_layouts, case) -> None:
+    """ttrl votes over whole groups of the global batch; the confidence rewards score each
+    completion from one pass over the rank's rows; the controls are per completion."""
+    test_two_ranks_score_the_batch_as_one_rank_does(intrinsic_layouts, case)
+    one, _ = intrinsic_layouts
+    # Not vacuous: each reward varies within a group (the fixed completions: right, wrong, cut, off-topic).
+    assert any(abs(a) > 1e-3 for a in one[case]["advantages"]), case
+    if case == "ttrl":
+        assert set(one[case]["metrics"]) >= {"ttrl/majority_ratio", "ttrl/no_answer", "ttrl/label_accuracy"}
 
 
 # --- the held-out callback on two ranks ---------------------------------------------------------
