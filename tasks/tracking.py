@@ -304,7 +304,8 @@ def save_comparison(parent_run_id: str | None = None) -> str:
             continue
         names = ", ".join(sorted({r.data.tags.get("reward_method", "?") for r in runs}))
         link = comparison_link(exp.experiment_id, [r.info.run_id for r in runs], metric)
-        lines.append(f"- [{study} study, {task}: `{metric}`, {len(runs)} runs ({names})]({link})")
+        count = f"{len(runs)} run{'s' * (len(runs) != 1)}"
+        lines.append(f"- [{study} study, {task}: `{metric}`, {count} ({names})]({link})")
     text = "\n".join(lines) + "\n"
     client.set_experiment_tag(exp.experiment_id, "mlflow.note.content", text)
     if parent_run_id:
