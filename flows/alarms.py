@@ -45,8 +45,27 @@ over collapsed runs), and the **delay** of each hit in steps (alarm step - onset
 warned before the onset) with its median. A rate or median with nothing to divide by is None
 (rendered "—"), never 0.
 
-Caveat, also on the page: the label and alarms 1 and 3 read the same held-out curve (there is no
-other), so their agreement is partly by construction; alarm 2 reads only the train curve.
+Caveat, also on the page: the label above and alarms 1 and 3 read the same held-out curve, so
+their agreement is partly by construction (the label is the lab detector's own held-out rule);
+alarm 2 reads only the train curve.
+
+**The independent label** (`independent` in the record; the report's first alarms table). It
+reads the TEST split, which no alarm reads (they read the val curve and the train curve), with
+its rule fixed before any run was scored against it:
+
+- with a test curve (`data/plots/<run>/test.json`: the test split evaluated at each checkpoint,
+  recorded beside the held-out curve and read by nothing else) of at least ``MIN_EVALS``
+  evaluations: the rule above (`label_run`) on that curve, and its **course**: *improved, then
+  collapsed* when the curve's maximum is at least ``DELTA`` above its first evaluation (the base),
+  else *never improved*;
+- otherwise, from the two test evaluations every committed run has, the study's base
+  (`data/eval/base/metrics.json`, step 0) and the run's final one (`metrics.json`): **collapsed**
+  iff final <= base - ``DELTA``, its course *fell below the base* (whether it improved first is
+  not visible, and a run that rose and fell back to above the base reads healthy), its onset
+  unknown (no delay).
+
+Each alarm's false alarms, misses and delays are scored against it exactly as above; the source
+of every run's label is recorded (`test curve` or `test endpoints`).
 """
 
 from __future__ import annotations
@@ -104,8 +123,17 @@ RULES = {
                 "runs); delay = alarm step - onset step (negative: before the onset). A rate with "
                 "nothing to divide by is None (—)."),
     "caveat": ("The label and the lab detector's reward-hacking half and 'reward up, probe down' read "
-               "the same held-out curve (there is no other), so their agreement is partly by "
-               "construction; the entropy/length trend reads only the train curve."),
+               "the same held-out curve, so their agreement is partly by construction (the label is "
+               "the lab detector's own held-out rule); the entropy/length trend reads only the train "
+               "curve. The independent label below reads the test split instead."),
+    "independent": (f"From the TEST split, which no alarm reads; rule fixed before scoring. With a "
+                    f"test curve (the test split at each checkpoint, data/plots/<run>/test.json) of "
+                    f">= {MIN_EVALS} evaluations: collapsed iff its last two evaluations are <= max - "
+                    f"{DELTA:g} (onset as above); course 'improved, then collapsed' when its max is >= "
+                    f"its first (the base) + {DELTA:g}, else 'never improved'. Otherwise from the "
+                    f"base's test evaluation and the run's final one: collapsed iff final <= base - "
+                    f"{DELTA:g}, course 'fell below the base' (whether it improved first is not "
+                    f"visible), onset unknown."),
 }
 
 Curve = list[tuple[int, float]]
@@ -280,7 +308,7 @@ def summarize(rows: Sequence[Mapping], alarm: str) -> dict:
     healthy = [r for r in scored if r["label"] == HEALTHY]
     hits = [r for r in collapsed if r["alarms"][alarm] is not None]
     false = [r for r in healthy if r["alarms"][alarm] is not None]
-    delays = sorted(r["alarms"][alarm] - r["onset"] for r in hits)
+    delays = sorted(r["alarms"][alarm] - r["onset"] for r in hits if r["onset"] is not None)
     return {"runs": len(scored), "collapsed": len(collapsed), "healthy": len(healthy),
             "hits": len(hits), "false_alarms": len(false),
             "false_alarm_rate": len(false) / len(healthy) if healthy else None,
@@ -322,6 +350,67 @@ def score_run(method: str, seed: int | None, heldout: Sequence[Mapping], train: 
             "lab_events": [{"kind": k, "step": s} for k, s in events], "not_scored": not_scored}
 
 
+COURSES = ("improved, then collapsed", "never improved", "fell below the base")
+
+
+def independent_label(test_curve: Curve, start: float | None, final: float | None) -> dict | None:
+    """The label from the test split (the `independent` rule), or None without the evidence.
+
+    >>> independent_label([(0, 0.4), (50, 0.7), (100, 0.5), (150, 0.5)], None, None)["course"]
+    'improved, then collapsed'
+    >>> independent_label([], 0.40, 0.25)
+    {'label': 'collapsed', 'onset': None, 'course': 'fell below the base', 'source': 'test endpoints'}
+    >>> independent_label([], 0.40, 0.35)["label"]
+    'healthy'
+    """
+    if len(test_curve) >= MIN_EVALS:
+        lab = label_run(test_curve)
+        course = ("" if lab.label == HEALTHY else COURSES[0] if lab.peak >= test_curve[0][1] + DELTA - EPS
+                  else COURSES[1])
+        return {"label": lab.label, "onset": lab.onset, "course": course, "source": "test curve"}
+    if start is None or final is None:
+        return None
+    down = final <= start - DELTA + EPS
+    return {"label": COLLAPSED if down else HEALTHY, "onset": None,
+            "course": COURSES[2] if down else "", "source": "test endpoints"}
+
+
+def _study_base(method: str) -> str:
+    """The base run of a run's study: `base`, or `<preset>/base` for `<preset>/<arm>`."""
+    preset, _, _ = method.rpartition("/")
+    return f"{preset}/base" if preset else "base"
+
+
+def score_independent(collected: Collected, rows: Sequence[Mapping]) -> dict:
+    """The alarms (already computed per run in `rows`) against the independent label."""
+    out, skipped = [], []
+    for r in rows:
+        run = collected.runs[r["method"]][r["seed"]]
+        key = r["metric"]
+        test_rows = getattr(run, "test", None) or []
+        base = collected.runs.get(_study_base(r["method"]), {}).get(None)
+        start = number((base.metrics or {}).get(key)) if base is not None else None
+        final = number((run.metrics or {}).get(key))
+        lab = independent_label(heldout_curve(test_rows, key), start, final)
+        if lab is None:
+            skipped.append({"method": r["method"], "seed": r["seed"],
+                            "reason": f"no test evidence of {key} (a test curve, or the base's and its "
+                                      "final test evaluation)"})
+            continue
+        out.append({"method": r["method"], "seed": r["seed"], "metric": key, "start": start,
+                    "final": final, **lab, "alarms": r["alarms"], "not_scored": r["not_scored"],
+                    "delays": {a: s - lab["onset"] if s is not None and lab["onset"] is not None else None
+                               for a, s in r["alarms"].items()},
+                    "val_label": r["label"], "val_peak_step": r["peak_step"]})
+    courses = {c: sum(x.get("course") == c for x in out) for c in COURSES}
+    return {"rule": RULES["independent"],
+            "source": "the test split (each run's final test evaluation and its study's base; a test "
+                      "curve where one was recorded); no alarm reads it",
+            "runs": out, "skipped": skipped, "courses": courses,
+            "sources": {src: sum(x["source"] == src for x in out) for src in ("test curve", "test endpoints")},
+            "summary": {a: summarize(out, a) for a in ALARMS}}
+
+
 def score(collected: Collected, collapse_cfg: CollapseConfig) -> dict:
     """The JSON record: the rules, one row per labelled run, the skips and each alarm's summary."""
     rows, skipped, notes = [], [], []
@@ -343,7 +432,8 @@ def score(collected: Collected, collapse_cfg: CollapseConfig) -> dict:
                           "probe_drop": PROBE_DROP, "probe_patience": PROBE_PATIENCE, "eps": EPS},
             "collapse_config": asdict(collapse_cfg),
             "runs": rows, "skipped": skipped, "notes": notes,
-            "summary": {a: summarize(rows, a) for a in ALARMS}}
+            "summary": {a: summarize(rows, a) for a in ALARMS},
+            "independent": score_independent(collected, rows)}
 
 
 # ------------------------------------------------------------------------------ rendering
@@ -369,7 +459,8 @@ HEADER = ["alarm", "runs", "collapsed", "healthy", "false alarms (rate)", "misse
 
 
 def summary_rows(record: Mapping) -> list[list[str]]:
-    """The summary table's cells, one row per alarm."""
+    """The summary table's cells, one row per alarm (`record` the whole record, or its
+    `independent` part)."""
     out = []
     for name in ALARMS:
         s = record["summary"][name]
@@ -386,6 +477,18 @@ def counts(record: Mapping) -> str:
     collapsed = sum(r["label"] == COLLAPSED for r in rows)
     return (f"{len(rows)} runs labelled ({collapsed} collapsed, {len(rows) - collapsed} healthy), "
             f"{len(record['skipped'])} skipped")
+
+
+def independent_counts(record: Mapping) -> str:
+    """`66 runs labelled from the test split (10 collapsed: 9 fell below the base, ...), 0 skipped`."""
+    ind = record["independent"]
+    rows = ind["runs"]
+    collapsed = sum(r["label"] == COLLAPSED for r in rows)
+    courses = ", ".join(f"{n} {c}" for c, n in ind["courses"].items() if n)
+    sources = ", ".join(f"{n} from the {s}" for s, n in ind["sources"].items() if n)
+    return (f"{len(rows)} runs labelled from the test split ({sources or 'none'}; {collapsed} collapsed"
+            + (f": {courses}" if courses else "") + f", {len(rows) - collapsed} healthy), "
+            f"{len(ind['skipped'])} skipped")
 
 
 RUN_HEADER = ["method", "seed", "metric", "peak @ step", "final", "label", "onset",

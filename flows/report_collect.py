@@ -59,6 +59,7 @@ class RunData:
     events: list[dict] = field(default_factory=list)
     items: dict | None = None  # items.json: per-item test scores (evals/items.py), for the claims
     summary: dict | None = None  # run.json (flows/train.py), when the checkpoint folder is there
+    test: list[dict] = field(default_factory=list)  # test.json: the test split at each checkpoint
     base: str = ""             # the base it started from (evals/lineage.py): md5:<hash> or unrecorded:<folder>
     stale: str = ""            # why it is not a run of its study's current base ("" when it is)
 
@@ -135,6 +136,9 @@ def collect(data_dir: Path = paths.DATA, order: Sequence[str] = (), folder: str 
             run.train = [r for r in _read(plots / "train.json", list, notes) or [] if isinstance(r, dict)]
             run.heldout = [r for r in _read(plots / "heldout.json", list, notes) or []
                            if isinstance(r, dict)]
+            # The test split at each checkpoint: read by the independent collapse label only
+            # (flows/alarms.py), never by an alarm.
+            run.test = [r for r in _read(plots / "test.json", list, notes) or [] if isinstance(r, dict)]
             summary = _read(_under(data_dir, paths.checkpoint_dir(method, seed)) / "run.json", dict, notes)
             run.summary = summary
             events = (summary or {}).get("collapse_events") or []

@@ -202,10 +202,10 @@ def train(params: Params, method: str | ResolvedMethod, seed: int,
     heldout_ev = params.eval.model_copy(
         update={"max_new_tokens": max(params.eval.max_new_tokens, g.max_completion_length)})
 
-    def heldout(model) -> dict:  # the float32 policy samples under the trainer's bf16 autocast
+    def heldout(model, split: str = "val") -> dict:  # the float32 policy samples under bf16 autocast
         with autocast(device):
             return evaluate_policy(model, tokenizer, prepared, [g.task], heldout_ev, seed,
-                                   split="val", n=None, k=params.eval.heldout_k, greedy=False,
+                                   split=split, n=None, k=params.eval.heldout_k, greedy=False,
                                    chat=chat)
 
     def sink(metrics: dict, step: int) -> None:
@@ -221,7 +221,8 @@ def train(params: Params, method: str | ResolvedMethod, seed: int,
     monitor = CollapseMonitor(CollapseConfig(**params.collapse.model_dump()))
     callback = HeldoutCallback(heldout, g.heldout_every, headline, monitor,
                                best_dir=out / "best", tokenizer=tokenizer, sink=sink,
-                               on_event=on_event, reward_key=plan.monitor_reward or "reward")
+                               on_event=on_event, reward_key=plan.monitor_reward or "reward",
+                               label_fn=lambda model: heldout(model, "test"))
     tags = {"reward_method": method, "method_family": family, "task": g.task,
             "reward_version": reward_version(family),
             "seed": str(seed), "git_commit": tracking.git_commit(),
@@ -251,6 +252,8 @@ def train(params: Params, method: str | ResolvedMethod, seed: int,
     curve = curves(history)
     write_json(paths.plots_dir(method, seed) / "train.json", curve)
     write_json(paths.plots_dir(method, seed) / "heldout.json", callback.history)
+    # The test split at each checkpoint: the independent collapse label's curve (flows/alarms.py).
+    write_json(paths.plots_dir(method, seed) / "test.json", callback.label_history)
     summary = {"method": method, "run_id": run_id, "seed": seed, "config_hash": digest,
                "base_model_md5": base_md5, "train_seconds": round(time.monotonic() - started, 1),
                "steps": curve[-1]["step"] if curve else 0,

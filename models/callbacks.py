@@ -93,8 +93,12 @@ class HeldoutCallback(TrainerCallback):
                  monitor: CollapseMonitor | None = None, best_dir: Path | None = None,
                  tokenizer=None, sink: Callable[[dict, int], None] | None = None,
                  on_event: Callable[[CollapseEvent], None] | None = None,
-                 reward_key: str = "reward"):
+                 reward_key: str = "reward", label_fn: Callable[[object], dict] | None = None):
         self.score_fn, self.every, self.headline = score_fn, every, headline
+        # The TEST split at the same checkpoints, for the collapse label no alarm reads
+        # (flows/alarms.py, `independent`): kept in `label_history`, never given to the monitor,
+        # the sink or `history`.
+        self.label_fn, self.label_history = label_fn, []
         # The logged key read as the train reward (a hybrid's raw component: MethodPlan.monitor_reward).
         self._keys = {**_TRAIN_KEYS, "reward": reward_key}
         self.monitor, self.best_dir, self.tokenizer = monitor, best_dir, tokenizer
@@ -147,6 +151,8 @@ class HeldoutCallback(TrainerCallback):
         was_training = model.training
         model.eval()
         metrics = self.score_fn(model)
+        if self.label_fn is not None:
+            self.label_history.append({"step": step, **self.label_fn(model)})
         if was_training:
             model.train()
         score = metrics.get(self.headline)

@@ -211,7 +211,7 @@ def test_with_no_healthy_run_the_false_alarm_rate_is_none_and_renders_as_a_dash(
     s = record["summary"]["lab_detector"]
     assert (s["healthy"], s["false_alarms"], s["false_alarm_rate"]) == (0, 0, None)
     assert s["miss_rate"] == 0.0  # one collapsed run, caught: a real zero
-    md = rep.alarms_markdown(record)
+    md = rep.alarms_markdown(record).partition("Against the lab detector's own held-out rule")[2]
     lab = next(line for line in md.splitlines() if line.startswith("| lab detector"))
     assert lab == "| lab detector (models/collapse.py) | 1 | 1 | 0 | 0 of 0 (—) | 0 of 1 (0) | 25 | +25 |"
     json.dumps(record, allow_nan=False)  # the record is plain JSON: no NaN, no objects
@@ -237,7 +237,8 @@ def test_the_report_writes_alarms_json_and_a_section_after_the_collapse_events(t
     out = tmp_path / "reports"
     rep.build(out, data, order=["rlvr", "random"])
     record = json.loads((out / "alarms.json").read_text())
-    assert set(record) == {"rules", "constants", "collapse_config", "runs", "skipped", "notes", "summary"}
+    assert set(record) == {"rules", "constants", "collapse_config", "runs", "skipped", "notes", "summary",
+                           "independent"}
     assert record["collapse_config"] == load().collapse.model_dump()  # params.yaml's by default
     labels = {(r["method"], r["seed"]): (r["label"], r["onset"], r["alarms"]["lab_detector"])
               for r in record["runs"]}
@@ -255,7 +256,8 @@ def test_the_report_writes_alarms_json_and_a_section_after_the_collapse_events(t
     order = re.findall(r"<section id='([^']+)'>", page)
     assert order.index("alarms") == order.index("collapse") + 1
     assert "<a href='#alarms'>" in page.partition("</header>")[0]
-    table = parse_tables(page)["Collapse alarms: how often they are right"]
+    assert "Against a label no alarm reads (the test split)" in parse_tables(page)
+    table = parse_tables(page)["Against the lab detector's own held-out rule"]
     assert table[0][:4] == ["alarm", "runs", "collapsed", "healthy"]
     assert [r[0] for r in table[1:]] == [al.TITLES[a] for a in al.ALARMS]
     assert table[1][4:7] == ["0 of 2 (0)", "0 of 3 (0)", "10"]
@@ -280,3 +282,67 @@ def test_the_report_reads_the_collapse_thresholds_from_the_params(tmp_path) -> N
     rep.build(tmp_path / "direct", data, collapse=CollapseConfig(entropy_floor=1.0, patience=3))
     record = json.loads((tmp_path / "direct" / "alarms.json").read_text())
     assert {r["alarms"]["lab_detector"] for r in record["runs"]} == {30}
+
+
+# ------------------------------------------------------------------------------ the independent label
+
+def test_the_independent_label_reads_the_test_split_not_the_curves_the_alarms_read() -> None:
+    """FALL collapses on its held-out (val) curve, which the lab detector and the probe read; on
+    the test split it ends above its base: the independent label calls it healthy, so those alarms
+    are false alarms against it. DIP ends 0.15 below the base on the test split: collapsed there,
+    a miss for every alarm that stayed silent on its val curve."""
+    fall = RunData(heldout=FALL.heldout, train=FALL.train, metrics={"arith/pass@1": 0.45})
+    dip = RunData(heldout=DIP.heldout, train=DIP.train, metrics={"arith/pass@1": 0.15})
+    record = al.score(collected(fall=fall, dip=dip), CFG)
+    assert row(record, "fall")["label"] == "collapsed"          # the detector's own rule
+    ind = {r["method"]: r for r in record["independent"]["runs"]}
+    assert (ind["fall"]["label"], ind["fall"]["source"]) == ("healthy", "test endpoints")
+    assert (ind["dip"]["label"], ind["dip"]["course"]) == ("collapsed", "fell below the base")
+    assert ind["fall"]["val_label"] == "collapsed" and ind["dip"]["onset"] is None
+    lab = record["independent"]["summary"]["lab_detector"]
+    assert (lab["false_alarms"], lab["misses"], lab["delays"]) == (1, 1, [])
+    probe = record["independent"]["summary"]["reward_up_probe_down"]
+    assert (probe["hits"], probe["false_alarms"]) == (1, 1)  # fires on both: 50 on dip, 75 on fall
+    assert "Against a label no alarm reads (the test split):" in rep.alarms_markdown(record)
+
+
+def test_a_test_curve_separates_never_improved_from_improved_then_collapsed() -> None:
+    def test_rows(values):
+        return [{"step": 25 * i, "arith/pass@1": v} for i, v in enumerate(values)]
+
+    rose = RunData(heldout=DIP.heldout, train=DIP.train, metrics={"arith/pass@1": 0.35},
+                   test=test_rows([0.30, 0.60, 0.45, 0.40]))
+    sank = RunData(heldout=DIP.heldout, train=DIP.train, metrics={"arith/pass@1": 0.15},
+                   test=test_rows([0.30, 0.32, 0.15, 0.15]))
+    record = al.score(collected(rose=rose, sank=sank), CFG)
+    ind = {r["method"]: r for r in record["independent"]["runs"]}
+    assert (ind["rose"]["label"], ind["rose"]["course"], ind["rose"]["onset"]) == (
+        "collapsed", "improved, then collapsed", 50)
+    assert (ind["sank"]["course"], ind["sank"]["source"]) == ("never improved", "test curve")
+    assert record["independent"]["courses"] == {"improved, then collapsed": 1, "never improved": 1,
+                                                "fell below the base": 0}
+    # The probe fires at 50 on both (DIP's val curve): delay 0 from rose's onset, 0 from sank's.
+    assert record["independent"]["summary"]["reward_up_probe_down"]["delays"] == [0, 0]
+
+
+def test_the_held_out_callback_keeps_the_test_split_apart_from_what_the_alarms_read() -> None:
+    from types import SimpleNamespace
+
+    from models.callbacks import HeldoutCallback
+    from models.collapse import CollapseMonitor
+
+    class Model:
+        training = False
+
+        def eval(self):
+            return self
+
+        def train(self):
+            return self
+
+    monitor = CollapseMonitor(CFG)
+    cb = HeldoutCallback(lambda m: {"arith/pass@1": 0.5}, 10, "arith/pass@1", monitor,
+                         label_fn=lambda m: {"arith/pass@1": 0.9})
+    cb._evaluate(Model(), SimpleNamespace(global_step=10, log_history=[]))
+    assert cb.label_history == [{"step": 10, "arith/pass@1": 0.9}]
+    assert cb.history[0]["arith/pass@1"] == 0.5 and monitor.best_heldout == 0.5
