@@ -150,16 +150,16 @@ class _Step:
         return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
 
     def __call__(self, tokens: torch.Tensor, position: torch.Tensor, keys: list[torch.Tensor],
-                 values: list[torch.Tensor], slot: int, bias: torch.Tensor) -> torch.Tensor:
-        """Logits [B, V] of the next token after `tokens` [B], written at cache `slot`; `bias`
-        [B, 1, 1, total] is 0 where a row may attend and -inf elsewhere."""
+                 values: list[torch.Tensor], slot: int, mask: torch.Tensor) -> torch.Tensor:
+        """Logits [B, V] of the next token after `tokens` [B], written at cache `slot`; `mask`
+        [B, total] is True where a row may attend (not its left padding)."""
         b = tokens.shape[0]
         hd, nh, nkv = self.head_dim, self.n_heads, self.n_kv
         h = F.embedding(tokens, self.embed)  # [B, D]
         cos = self.cos[position][:, None, :]  # [B, 1, Dh]
         sin = self.sin[position][:, None, :]
         half = hd // 2
-        scores_bias = bias[..., :slot + 1]
+        allowed = mask[:, None, None, :slot + 1]
         for (w_in, eps_in, w_qkv, w_o, w_post, eps_post, w_gu, w_down), k_cache, v_cache in zip(
                 self.layers, keys, values):
             qkv = F.linear(self._rms(h, w_in, eps_in), w_qkv)
@@ -170,13 +170,9 @@ class _Step:
             k = k * cos + torch.cat((-k[..., half:], k[..., :half]), dim=-1) * sin
             k_cache[:, :, slot] = k
             v_cache[:, :, slot] = v
-            kk = k_cache[:, :, :slot + 1]
-            vv = v_cache[:, :, :slot + 1]
-            if nkv != nh:
-                kk = kk.repeat_interleave(nh // nkv, dim=1)
-                vv = vv.repeat_interleave(nh // nkv, dim=1)
-            att = torch.matmul(q[:, :, None, :], kk.transpose(2, 3)) * self.scaling + scores_bias
-            o = torch.matmul(torch.softmax(att, dim=-1), vv)  # [B, H, 1, Dh]
+            o = F.scaled_dot_product_attention(
+                q[:, :, None, :], k_cache[:, :, :slot + 1], v_cache[:, :, :slot + 1],
+                attn_mask=allowed, scale=self.scaling, enable_gqa=nkv != nh)  # [B, H, 1, Dh]
             h = h + F.linear(o.reshape(b, nh * hd), w_o)
             gu = F.linear(self._rms(h, w_post, eps_post), w_gu)
             gate, up = gu.chunk(2, dim=-1)
@@ -220,20 +216,31 @@ def sample(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None =
         keys.append(kc)
         values.append(vc)
     del cache, out
-    bias = torch.zeros(b, 1, 1, total, dtype=logits.dtype)
-    bias[:, 0, 0, :p].masked_fill_(attention_mask == 0, float("-inf"))
+    mask = torch.ones(b, total, dtype=torch.bool)
+    mask[:, :p] = attention_mask.bool()
     position = positions[:, -1] + 1
     eos_t = torch.tensor(eos, dtype=torch.long) if eos else None
     unfinished = torch.ones(b, dtype=torch.long)
     generated = torch.empty(b, max_new_tokens, dtype=torch.long)
+    # `rows`: the batch rows the cache holds, in cache order. Rows that ended are dropped from
+    # the cache once they are a quarter of it (one copy of the cache), so later steps cost only
+    # the rows still writing; `generate` keeps computing them to the end.
+    rows = torch.arange(b)
     n = 0
     while True:
         # generate's order: the processors see the ids so far (the warpers here ignore them).
-        scores = processors(input_ids, logits) if processors else logits
+        scores = processors(input_ids[rows], logits) if processors else logits
+        tokens = torch.full((b,), pad_token_id, dtype=torch.long)
         if do_sample:
-            tokens = torch.multinomial(F.softmax(scores, dim=-1), num_samples=1).squeeze(1)
+            # One draw of shape [B, 1] over every row, as `generate` draws (rows that left the
+            # cache draw from a uniform stand-in, and their token is replaced by the pad): each
+            # row's token depends only on its own probabilities and its own share of the noise,
+            # so the rows still writing draw what `generate` draws for them.
+            probs = torch.full((b, scores.shape[-1]), 1.0 / scores.shape[-1])
+            probs[rows] = F.softmax(scores, dim=-1)
+            tokens = torch.multinomial(probs, num_samples=1).squeeze(1)
         else:
-            tokens = torch.argmax(scores, dim=-1)
+            tokens[rows] = torch.argmax(scores, dim=-1)
         tokens = tokens * unfinished + pad_token_id * (1 - unfinished)
         generated[:, n] = tokens
         n += 1
@@ -241,7 +248,12 @@ def sample(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None =
             unfinished = unfinished & ~torch.isin(tokens, eos_t)
         if n == max_new_tokens or not bool(unfinished.any()):
             break
-        logits = step(tokens, position, keys, values, p + n - 1, bias)
+        live = unfinished[rows].bool()
+        if int(live.sum()) * 4 <= 3 * len(rows):
+            rows, position, mask = rows[live], position[live], mask[live]
+            keys = [k[live] for k in keys]
+            values = [v[live] for v in values]
+        logits = step(tokens[rows], position, keys, values, p + n - 1, mask)
         position = position + 1
     return torch.cat([input_ids, generated[:, :n]], dim=1)
 

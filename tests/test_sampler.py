@@ -91,6 +91,20 @@ def test_rows_end_at_eos_pad_after_it_and_the_loop_stops_when_all_ended():
     assert int(completion[first]) == stop and bool((completion[first + 1:] == PAD).all())
 
 
+def test_sampled_rows_that_end_early_leave_the_batch_and_the_others_draw_as_generate_does():
+    """Ten EOS tokens: rows end at scattered steps, so the sampler drops them from its cache
+    several times; the rows still writing draw exactly `generate`'s tokens."""
+    model = tiny_llama()
+    ids, mask = left_padded(rows=16)
+    stops = list(range(2, 12))
+    kw = dict(do_sample=True, temperature=1.0, max_new_tokens=24, eos_token_id=stops)
+    want = hf(model, ids, mask, seed=5, top_p=None, top_k=None, **kw)
+    got = lab(model, ids, mask, seed=5, **kw)
+    assert torch.equal(got, want)
+    lengths = [(r[ids.shape[1]:] != PAD).sum().item() for r in got]
+    assert min(lengths) < max(lengths) / 2  # some rows ended well before others
+
+
 def test_settings_it_does_not_implement_fall_back_to_generate(monkeypatch):
     model = tiny_llama()
     ids, mask = left_padded(rows=2)
