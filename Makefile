@@ -10,7 +10,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PREFECT_HOME ?= $(abspath .prefect)
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
 
-.PHONY: setup run study studies results test test-slow ci mlflow-ui prefect-server prefect-worker prefect-deploy clean
+.PHONY: setup run study studies results test test-slow ci gpu-smoke mlflow-ui prefect-server prefect-worker prefect-deploy clean
 
 setup: $(VENV)/.installed
 
@@ -43,6 +43,9 @@ test-slow: setup  ## tiny-model training, dvc repro of the micro preset, Prefect
 	$(PY) -m pytest -q -m slow
 
 ci: test test-slow
+
+gpu-smoke: setup  ## on one GPU, <10 min: 2 GRPO steps of rlvr, rlme, dro, rlcer + one evaluate, PASS/FAIL per check (docs/gpu.md)
+	scripts/gpu_smoke.sh $(ARGS)
 
 mlflow-ui: setup  ## compare methods in the MLflow UI on http://127.0.0.1:5000
 	@echo "runs table: $$($(PY) -m tasks.tracking --url)"

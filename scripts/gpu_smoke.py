@@ -1,0 +1,281 @@
+"""The GPU path in a few minutes (`make gpu-smoke`, scripts/gpu_smoke.sh; docs/gpu.md, "First run").
+
+A random-weight Qwen3-architecture model with a Qwen3-style chat template is built locally (no
+hub: tests/qwen3_chat.py's tokenizer), on the ci world. Each of rlvr, rlme (live and frozen
+evaluators), dro and rlcer (a judge model read from the same folder) trains two GRPO steps
+through the real train stage (`flows.train.train`: setup_run, the held-out callback, MLflow), and
+the rlvr policy goes through the real evaluate stage (`flows.evaluate.evaluate`), all under a
+scratch data folder. One line per check: `PASS|FAIL|SKIP <what>: <detail>`; the exit code is the
+number of FAILs (capped at 100).
+
+On a GPU: bf16 (float32 master weights, bf16 autocast), vLLM colocate rollouts (rlcer samples with
+transformers), every model checked on the GPU, peak GPU memory. With `--cpu`: the same stages on
+the CPU without vLLM, float32 (the slow test tests/test_gpu_path.py runs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+METHODS = ("rlvr", "rlme", "dro", "rlcer")
+FAILS: list[str] = []
+
+
+def report(ok: bool | None, what: str, detail: str = "") -> None:
+    """One check's line; None is SKIP."""
+    word = "SKIP" if ok is None else "PASS" if ok else "FAIL"
+    if ok is False:
+        FAILS.append(what)
+    print(f"{word} {what}: {detail}".rstrip(": "), flush=True)
+
+
+def build_model(folder: Path, texts: list[str], gpu: bool) -> Path:
+    """A random-weight Qwen3ForCausalLM over the Qwen3-style tokenizer. On a GPU: heads of 64
+    dimensions (vLLM's attention kernels need a supported head size); on a CPU: tiny."""
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from tests.qwen3_chat import qwen3_tokenizer
+
+    tok = qwen3_tokenizer(texts)
+    size = (dict(hidden_size=512, intermediate_size=1024, num_hidden_layers=4,
+                 num_attention_heads=8, num_key_value_heads=4, head_dim=64) if gpu else
+            dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2, head_dim=16))
+    torch.manual_seed(0)
+    config = Qwen3Config(vocab_size=len(tok), max_position_embeddings=4096, tie_word_embeddings=True,
+                         pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+                         bos_token_id=None, **size)
+    model = Qwen3ForCausalLM(config)
+    model.generation_config.pad_token_id = tok.pad_token_id
+    model.generation_config.eos_token_id = tok.eos_token_id
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def modules_in(obj, depth: int = 5) -> list:
+    """Every torch module a method's plan holds (attributes, dict values, tuples), a few levels
+    down; not through a `trainer` attribute (the trainer's own model is checked apart)."""
+    import torch
+
+    if isinstance(obj, torch.nn.Module):
+        return [obj]
+    if depth == 0 or isinstance(obj, str | bytes | int | float):
+        return []
+    if isinstance(obj, dict):
+        children = list(obj.values())
+    elif isinstance(obj, list | tuple):
+        children = list(obj)
+    else:
+        children = [v for k, v in getattr(obj, "__dict__", {}).items() if k != "trainer"]
+    return [m for c in children if c is not obj for m in modules_in(c, depth - 1)]
+
+
+def devices_of(modules) -> set[str]:
+    return {str(p.device.type) for m in modules for p in m.parameters()}
+
+
+def smoke_params(folder: Path, use_vllm: bool):
+    from core.params import load, validate
+
+    raw = load(preset="ci").model_dump()
+    raw["methods"] = list(METHODS)
+    raw["base_model"]["path"] = str(folder)
+    raw["grpo"].update(max_steps=2, save_steps=2, heldout_every=2, logging_steps=1,
+                       learning_rate=1e-5, weight_decay=0.1, use_vllm=use_vllm,
+                       vllm_mode="colocate", vllm_gpu_memory_utilization=0.3)
+    raw["reward"]["rlme"]["evaluators"] = [{"name": "live", "source": "live", "weight": 0.5},
+                                           {"name": "frozen", "source": "frozen", "weight": 0.5}]
+    raw["reward"]["rlcer"]["verifier"] = str(folder)  # a judge model, not the rule verifier
+    raw["reward"]["rlcer"]["grpo"] = {"use_vllm": False}  # RLCER samples with transformers
+    raw["eval"].update(benchmarks=["arith"], n_test=8, k=2)
+    return validate(raw)
+
+
+def redirect_paths(work: Path) -> None:
+    """Every stage reads and writes under `work` (core.paths), never the repository's data/."""
+    from core import paths
+
+    paths.ROOT, paths.DATA = work, work / "data"
+    paths.PREPARED, paths.BASE_MODEL = work / "data" / "prepared", work / "data" / "base_model"
+    paths.COMPONENTS, paths.REPORTS = work / "data" / "components", work / "reports"
+    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{work / 'mlflow.db'}"
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+class Watch:
+    """What one training did: its trainer's device, the plan's models, vLLM generate calls."""
+
+    def __init__(self) -> None:
+        self.plan = None
+        self.trainer = None
+        self.vllm_calls = 0
+
+    def hook(self, grpo_module):
+        original = grpo_module.train
+
+        def train(policy_path, rows, plan, g, **kwargs):
+            from transformers import TrainerCallback
+
+            watch = self
+            watch.plan = plan
+
+            class Seen(TrainerCallback):
+                trainer = None
+
+                def on_train_begin(self, args, state, control, **kw):
+                    watch.trainer = self.trainer
+                    vg = getattr(self.trainer, "vllm_generation", None)
+                    if vg is not None:
+                        generate = vg.generate
+
+                        def counted(*a, **k):
+                            watch.vllm_calls += 1
+                            return generate(*a, **k)
+
+                        vg.generate = counted
+
+            kwargs["callbacks"] = [*kwargs.get("callbacks", []), Seen()]
+            return original(policy_path, rows, plan, g, **kwargs)
+
+        grpo_module.train = train
+        return original
+
+
+def weights_moved(base: Path, final: Path) -> float:
+    from safetensors.torch import load_file
+
+    a, b = load_file(str(base / "model.safetensors")), load_file(str(final / "model.safetensors"))
+    return max(float((a[k].float() - b[k].float()).abs().max()) for k in a if k in b)
+
+
+def peak_memory(gpu: bool) -> tuple[bool, str]:
+    if gpu:
+        import torch
+
+        peak, total = torch.cuda.max_memory_allocated(), torch.cuda.get_device_properties(0).total_memory
+        return peak < 0.9 * total, f"{peak / 2**30:.2f} GiB allocated at peak of {total / 2**30:.0f} GiB"
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
+    return rss < 8, f"{rss:.2f} GiB resident at peak (CPU)"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cpu", action="store_true", help="run on the CPU without vLLM")
+    ap.add_argument("--work", type=Path, default=None, help="scratch folder (default: a temporary one)")
+    args = ap.parse_args()
+    work = (args.work or Path(tempfile.mkdtemp(prefix="gpu-smoke-"))).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    redirect_paths(work)
+
+    import torch
+
+    start = time.time()
+    gpu = not args.cpu
+    if gpu and not torch.cuda.is_available():
+        report(False, "cuda", "no GPU visible (run with --cpu on a CPU machine)")
+        return 1
+    from trl.import_utils import is_vllm_available
+
+    use_vllm = gpu and is_vllm_available()
+    if gpu:
+        report(use_vllm, "vllm installed", "vLLM importable" if use_vllm else
+               "not importable: docs/gpu.md, Install; rollouts fall back to transformers")
+        report(torch.cuda.is_bf16_supported(), "bf16", torch.cuda.get_device_name(0))
+
+    from core import paths
+    from flows.evaluate import evaluate
+    from flows.train import train
+    from models import grpo
+    from models.tiny import corpus
+    from world import generate_world
+
+    params = smoke_params(work / "qwen3", use_vllm)
+    generate_world(params.world, paths.PREPARED)
+    folder = build_model(work / "qwen3", corpus(paths.PREPARED), gpu)
+    want = "cuda" if gpu else "cpu"
+    print(f"smoke: {work} ({'GPU' if gpu else 'CPU'}, vLLM {'on' if use_vllm else 'off'})", flush=True)
+
+    watch = Watch()
+    watch.hook(grpo)
+    for method in METHODS:
+        if gpu:
+            torch.cuda.reset_peak_memory_stats()
+        t0 = time.time()
+        try:
+            summary = train(params, method, 0)
+        except Exception as e:  # a failed method is a FAIL line, the others still run
+            report(False, f"{method}: trains", f"{type(e).__name__}: {e}")
+            continue
+        history = watch.trainer.state.log_history if watch.trainer else []
+        losses = [h["loss"] for h in history if "loss" in h]
+        report(bool(losses) and all(math.isfinite(x) for x in losses), f"{method}: finite loss",
+               f"{losses} after {summary['steps']} steps in {time.time() - t0:.0f} s")
+        moved = weights_moved(folder, paths.checkpoint_dir(method, 0) / "final")
+        spread = max((h.get("reward_std", 0.0) for h in history), default=0.0)
+        masters = {p.dtype for p in watch.trainer.model.parameters()} if watch.trainer else set()
+        report(moved > 0 and masters == {torch.float32}, f"{method}: weights changed",
+               f"max |dw| {moved:.2e}, trained weights {sorted(map(str, masters))}, reward std "
+               f"{spread:.3f}" + ("" if spread > 1e-6 else " (a random model: the change is weight decay)"))
+        if method == "rlcer" or not gpu:
+            report(None, f"{method}: vLLM rollouts", "RLCER samples with transformers" if gpu else "--cpu")
+        else:
+            report(watch.vllm_calls > 0, f"{method}: vLLM rollouts",
+                   f"{watch.vllm_calls} vLLM generate calls" if use_vllm else "vLLM not installed")
+        watch.vllm_calls = 0
+        built = modules_in(watch.plan) if watch.plan else []
+        on = devices_of([watch.trainer.model, *built]) if watch.trainer else set()
+        report(on == {want}, f"{method}: every model on the {want.upper()}",
+               f"policy + {len(built)} built model(s) on {sorted(on)}")
+        ok, detail = peak_memory(gpu)
+        report(ok, f"{method}: peak memory", detail)
+        if gpu:
+            del watch.trainer
+            watch.trainer, watch.plan = None, None
+            torch.cuda.empty_cache()
+
+    import evals.suite as suite
+
+    seen: list[tuple[set[str], set[str]]] = []
+    original = suite.evaluate_policy
+
+    def recording(model, *a, **k):
+        seen.append(({p.device.type for p in model.parameters()},
+                     {str(p.dtype) for p in model.parameters()}))
+        return original(model, *a, **k)
+
+    suite.evaluate_policy = recording
+    t0 = time.time()
+    try:
+        metrics = evaluate(params, "rlvr", 0)
+    except Exception as e:
+        report(False, "evaluate: runs", f"{type(e).__name__}: {e}")
+    else:
+        finite = all(math.isfinite(v) for v in metrics.values() if isinstance(v, float))
+        report(finite and "arith/pass@1" in metrics, "evaluate: metrics",
+               f"arith/pass@1 {metrics.get('arith/pass@1')}, {len(metrics)} metrics in {time.time() - t0:.0f} s")
+        devices = set().union(*(d for d, _ in seen)) if seen else set()
+        dtypes = set().union(*(t for _, t in seen)) if seen else set()
+        report(devices == {want}, f"evaluate: policy on the {want.upper()}",
+               f"{sorted(devices)} in {sorted(dtypes)}")
+    finally:
+        suite.evaluate_policy = original
+    elapsed = time.time() - start
+    report(elapsed < 600, "total time", f"{elapsed:.0f} s (limit 600 s)")
+    print(f"smoke: {len(FAILS)} FAIL(s)" + (f": {', '.join(FAILS)}" if FAILS else ""), flush=True)
+    return min(len(FAILS), 100)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
