@@ -320,3 +320,36 @@ def test_resume_ignores_a_checkpoint_without_its_completion_marker(tmp_path) -> 
     marker = json.loads((tmp_path / "checkpoint-2" / "checkpoint_complete.json").read_text())
     assert marker == {"global_step": 2}
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+# ---- scripts/*_server.sh: no server faces a network without auth -------------------------------
+
+
+def _script_env(prefixes: tuple[str, ...]) -> dict[str, str]:
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(prefixes) and k != "LAB_INSECURE_NO_AUTH"}
+
+
+@pytest.mark.parametrize(("script", "host_var", "prefixes"), [
+    ("mlflow_server.sh", "MLFLOW_HOST", ("MLFLOW_",)),
+    ("prefect_server.sh", "PREFECT_HOST", ("PREFECT_",)),
+])
+def test_server_scripts_refuse_a_network_host_without_auth(tmp_path, script, host_var,
+                                                           prefixes) -> None:
+    """192.0.2.1 (TEST-NET-1, on no interface here): the script must refuse before starting
+    anything; the code before the fix tried to serve on it without auth."""
+    import socket
+    import subprocess
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    env = {**_script_env(prefixes), host_var: "192.0.2.1", "MLFLOW_PORT": port,
+           "PREFECT_PORT": port, "PREFECT_HOME": str(tmp_path / "prefect"),
+           "MLFLOW_BACKEND_URI": f"sqlite:///{tmp_path / 'server.db'}",
+           "MLFLOW_ARTIFACTS": str(tmp_path / "artifacts")}
+    done = subprocess.run(["bash", str(ROOT / "scripts" / script)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120, start_new_session=True)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "refusing to listen on 192.0.2.1 without authentication" in done.stderr
+    assert "LAB_INSECURE_NO_AUTH=1" in done.stderr  # the override is named

@@ -1,5 +1,9 @@
 """The shared servers (scripts/mlflow_server.sh, scripts/prefect_server.sh) with authentication on
-refuse a request without credentials and serve one with them; the real clients get through."""
+refuse a request without credentials and serve one with them; the real clients get through.
+MLflow's worker user writes to the lab's experiment only, the user database is private to the
+server's user, and stopping the server leaves no process behind (issue 35). Each server is
+started once, on 127.0.0.1; that a non-loopback host without auth is refused (no server started)
+is in tests/test_safety.py."""
 
 import base64
 import json
@@ -19,6 +23,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 MLFLOW_USER, MLFLOW_PASSWORD = "admin", "pool-admin-pw-0123"
+WORKER_USER, WORKER_PASSWORD, WORKER_EXPERIMENT = "worker", "pool-worker-pw-0123", "pool-lab"
 PREFECT_AUTH = "admin:secret"
 
 
@@ -30,6 +35,33 @@ def _free_port() -> int:
 
 def _tail(log: Path, n: int = 4000) -> str:
     return log.read_text(errors="replace")[-n:] if log.exists() else "(no log)"
+
+
+def _processes_mentioning(marker: str) -> list[str]:
+    """Command lines of the live processes whose command line or environment holds `marker`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+            environ = (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in cmdline or marker.encode() in environ:
+            found.append(cmdline.replace(b"\0", b" ").decode(errors="replace"))
+    return found
+
+
+def _wait_for_line(proc: subprocess.Popen, log: Path, text: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in _tail(log, 100_000):
+            return
+        if proc.poll() is not None:
+            pytest.fail(f"server exited with {proc.returncode} before saying {text!r}:\n{_tail(log)}")
+        time.sleep(1)
+    pytest.fail(f"no {text!r} after {timeout:.0f} s:\n{_tail(log)}")
 
 
 def _request(url: str, *, auth: str | None = None, data: dict | None = None) -> int:
@@ -111,12 +143,16 @@ def test_mlflow_server_refuses_unauthenticated_requests(tmp_path):
     env = {**_clean_env(("MLFLOW_",)), "MLFLOW_AUTH": "1", "MLFLOW_PORT": str(port),
            "MLFLOW_BACKEND_URI": f"sqlite:///{tmp_path / 'server.db'}",
            "MLFLOW_ARTIFACTS": str(artifacts), "MLFLOW_AUTH_DIR": str(tmp_path / "auth"),
-           "MLFLOW_ADMIN_USER": MLFLOW_USER, "MLFLOW_ADMIN_PASSWORD": MLFLOW_PASSWORD}
+           "MLFLOW_ADMIN_USER": MLFLOW_USER, "MLFLOW_ADMIN_PASSWORD": MLFLOW_PASSWORD,
+           "MLFLOW_WORKER_USER": WORKER_USER, "MLFLOW_WORKER_PASSWORD": WORKER_PASSWORD,
+           "MLFLOW_WORKER_EXPERIMENTS": WORKER_EXPERIMENT}
     log = tmp_path / "mlflow_server.log"
     proc = _start("mlflow_server.sh", env, log)
     try:
         _wait_healthy(proc, f"{base}/health", log)
+        _wait_for_line(proc, log, f"on experiment {WORKER_EXPERIMENT!r}")
         assert (tmp_path / "auth" / "basic_auth.db").exists(), _tail(log)
+        assert (tmp_path / "auth" / "basic_auth.db").stat().st_mode & 0o077 == 0  # private
         assert MLFLOW_PASSWORD not in (tmp_path / "auth" / "basic_auth.ini").read_text()
         search = f"{base}/api/2.0/mlflow/experiments/search?max_results=1"
         assert _request(search) == 401, _tail(log)
@@ -139,8 +175,28 @@ def test_mlflow_server_refuses_unauthenticated_requests(tmp_path):
                               env=_clean_env(("MLFLOW_",)) | {"MLFLOW_DISABLE_TELEMETRY": "true"},
                               capture_output=True, text=True, timeout=180)
         assert bare.returncode != 0 and "401" in bare.stderr, bare.stderr[-3000:]
+
+        # the workers' user: runs in the lab's experiment only, no admin rights
+        worker = f"{WORKER_USER}:{WORKER_PASSWORD}"
+        api = f"{base}/api/2.0/mlflow"
+        lab = json.loads(urllib.request.urlopen(urllib.request.Request(
+            f"{api}/experiments/get-by-name?experiment_name={WORKER_EXPERIMENT}", headers={
+                "Authorization": "Basic " + base64.b64encode(worker.encode()).decode()}),
+            timeout=30).read())["experiment"]["experiment_id"]
+        other = json.loads(urllib.request.urlopen(urllib.request.Request(
+            f"{api}/experiments/get-by-name?experiment_name=pool-auth", headers={
+                "Authorization": "Basic " + base64.b64encode(worker.encode()).decode()}),
+            timeout=30).read())["experiment"]["experiment_id"]
+        assert _request(f"{api}/runs/create", auth=worker, data={"experiment_id": lab}) == 200
+        assert _request(f"{api}/runs/create", auth=worker, data={"experiment_id": other}) == 403
+        # (any user may create an experiment of its own: MLflow's model; none of anyone else's)
+        assert _request(f"{api}/experiments/delete", auth=worker, data={"experiment_id": other}) == 403
+        assert _request(f"{base}/api/2.0/mlflow/users/create", auth=worker,
+                        data={"username": "intruder", "password": "intruder-pw-0123"}) == 403
     finally:
         _stop(proc)
+    left = _processes_mentioning(str(tmp_path))  # e.g. MLflow's huey job consumers
+    assert not left, left
 
 
 PREFECT_CLIENT = """
