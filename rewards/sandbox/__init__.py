@@ -24,6 +24,12 @@ would stop the common attacks on its own:
    calls serving a batch needs. Where the kernel refuses namespaces or seccomp the worker runs
    without them and the trainer logs one warning naming what is missing.
    tests/test_sandbox_os_layer.py runs the hostile checks as root and as an ordinary user.
+   What each part stops, measured as an ordinary user on that file's actions (mkdir in
+   /dev/shm, list /dev/shm and /, stat, rename, chmod, symlink and unlink a file the user may
+   write, kill a sibling, signal the trainer), the static check bypassed: without the OS layer
+   every action but the two listings (refused by ``RLIMIT_NOFILE``) got through; the namespaces
+   and chroot without seccomp stopped every one, and so did seccomp without them. Each is a
+   whole layer; together they also stop a check that calls libc through ``ctypes``.
 3. The parent (:mod:`rewards.sandbox.pool`) enforces a wall-clock limit per cell and never
    raises for anything a check does. All cells of a call go to the worker in one round trip;
    the worker reports each cell's status in shared memory, so the parent knows which cell hung.
