@@ -110,6 +110,24 @@ BENCHMARKS: dict[str, Benchmark | ExternalBenchmark] = {
 VOTES: dict[str, Voter] = {"arith": vote_arith, "gsm8k": vote_arith}
 
 
+# The metrics a task is judged by in the report's tables and the narrow per-run file DVC shows
+# (`headline.json`, `dvc metrics show`); any other benchmark is judged by its own headline.
+TASK_HEADLINE = {"arith": ["arith/pass@1"], "facts": ["facts/coverage"],
+                 "pairs": ["pairs/outcome_acc", "pairs/rc"]}
+
+
+def headline(metrics: dict) -> dict:
+    """The headline metrics among an evaluation's `metrics`: one column or two per benchmark
+    scored, so that `dvc metrics show` prints one narrow row per run.
+
+    >>> headline({"arith/pass@1": 0.5, "arith/n": 200, "arith_cf/cheat_rate": 0.1, "eval_seconds": 9})
+    {'arith/pass@1': 0.5, 'arith_cf/cheat_rate': 0.1}
+    """
+    names = sorted({k.split("/")[0] for k in metrics if "/" in k and k.split("/")[0] in BENCHMARKS})
+    keys = [k for n in names for k in TASK_HEADLINE.get(n, [f"{n}/{BENCHMARKS[n].headline}"])]
+    return {k: metrics[k] for k in keys if k in metrics}
+
+
 def parse_spec(spec: str) -> tuple[str, Benchmark | ExternalBenchmark, Path | None]:
     """`"arith"` -> ("arith", entry, None); `"gsm8k:data/x.jsonl"` -> ("gsm8k", entry, Path).
     The spec is checked by `core.params.split_benchmark_spec` (what params.yaml is checked by)."""

@@ -19,6 +19,7 @@ from core.io import read_json, write_json
 from core.methods import load_ref
 from core.methods import method as registered
 from core.params import Params, load
+from evals.registry import headline
 
 
 def evaluate(params: Params, name: str, seed: int | None = None, *, device=None) -> dict:
@@ -72,6 +73,8 @@ def evaluate(params: Params, name: str, seed: int | None = None, *, device=None)
     metrics["eval_seconds"] = round(time.time() - start, 1)
     write_json(paths.eval_dir(name, seed) / "items.json", items)
     write_json(paths.eval_dir(name, seed) / "metrics.json", metrics)
+    # The run's headline numbers alone: the narrow file `dvc metrics show` prints (one row a run).
+    write_json(paths.eval_dir(name, seed) / "headline.json", headline(metrics))
     tracking.setup()
     if name == "base":
         # One run per (base model, data, seed): a re-evaluation writes into it again.

@@ -29,12 +29,11 @@ from core import paths
 from core.io import read_json
 from core.params import ROOT, Params
 from evals.lineage import Lineages
+from evals.registry import TASK_HEADLINE
 from tasks.stages import code_changes
 
-# The metrics a task is judged by (higher is better for each), first the one its methods are
-# ranked by. A task missing here is judged by `<task>/pass@1`.
-TASK_HEADLINE = {"arith": ["arith/pass@1"], "facts": ["facts/coverage"],
-                 "pairs": ["pairs/outcome_acc", "pairs/rc"]}
+# TASK_HEADLINE (evals/registry.py): the metrics a task is judged by (higher is better for each),
+# first the one its methods are ranked by; a task missing there is judged by `<task>/pass@1`.
 # Metrics without a benchmark prefix (`eval_seconds`) are grouped under this name.
 OTHER = "other"
 # A smoke test of the pipeline, not a result: a preset of one of these names, or one that trains

@@ -138,7 +138,8 @@ def record(study: dict, finished: bool, root: Path = ROOT) -> Path:
     for kind, names in (("eval", ["base", *study["methods"]]), ("plots", study["methods"])):
         for name in names:
             for f in sorted((ws / "data" / kind / name).rglob("*.json")):
-                if f.name in ("metrics.json", "items.json", "train.json", "heldout.json"):
+                if f.name in ("metrics.json", "headline.json", "items.json", "train.json", "heldout.json",
+                              "test.json"):
                     _copy(f, staging / f.relative_to(ws))
     write_json(staging / "study.json", {**study, "finished": finished})
     remove(rec)
