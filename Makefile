@@ -10,7 +10,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PREFECT_HOME ?= $(abspath .prefect)
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
 
-.PHONY: setup run study studies results test test-slow ci gpu-smoke mlflow-ui prefect-server prefect-worker prefect-deploy clean
+.PHONY: setup base run study studies results test test-slow ci gpu-smoke mlflow-ui prefect-server prefect-worker prefect-deploy clean
 
 setup: $(VENV)/.installed
 
@@ -21,6 +21,10 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e ".[dev,embedding]"
 	touch $@
+
+base: setup  ## rebuild the base of record (data/base_model, in git) on this machine: another CPU builds another base (docs/speed.md)
+	$(VENV)/bin/dvc repro configure
+	$(VENV)/bin/dvc repro --force --single-item build_base
 
 run: setup  ## the embedded default: seed 0 of the seven methods (params pipeline.quick), through the Prefect pipeline
 	$(PY) -m flows.pipeline --quick

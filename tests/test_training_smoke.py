@@ -35,6 +35,17 @@ def test_base_model_saved_and_loadable(micro):
     assert digits == ["1", "2", "3", "4"]
 
 
+def test_two_builds_on_one_machine_are_identical(micro, tmp_path):
+    """The base of record is shipped in git because another CPU builds another base; on one
+    machine the build must be exactly repeatable, or the shipped base could not be checked."""
+    from models.tiny import train_base
+
+    p, d, _ = micro
+    train_base(d / "prepared", tmp_path / "base", p.base_model, p.seed, work_dir=tmp_path / "sft")
+    for name in ("model.safetensors", "tokenizer.json", "config.json"):
+        assert (tmp_path / "base" / name).read_bytes() == (d / "base" / name).read_bytes(), name
+
+
 @pytest.mark.parametrize("method", ["rlvr", "random"])
 def test_two_grpo_steps_then_resume(micro, method):
     from models import grpo
