@@ -1,6 +1,6 @@
 """Which of the repository's own source files a stage runs: the static import closure of a module.
 
-Per-method invalidation (README, "Per-method invalidation") needs a train stage to depend on the
+Per-method invalidation (docs/pipeline.md, "Per-method invalidation") needs a train stage to depend on the
 code it runs and nothing else: editing `rewards/meta_eval.py` must retrain the RLME family, not all
 seven methods. Listing those files by hand in `dvc.yaml` would go stale at the first new import,
 so the closure is read from the code itself: every `import`/`from ... import` (at module level or

@@ -3,7 +3,7 @@
 Shared by RLME's reward (`rewards/meta_eval.py`, paper 000 §3.1) and by the self-evaluation probe
 every policy is measured with (`evals/self_eval.py`). Kept apart from the reward so that editing
 RLME's reward re-runs only the RLME family, while editing this shared machinery re-runs every
-stage that prompts an evaluator (README, "Per-method invalidation"). The batched target pass is
+stage that prompts an evaluator (docs/pipeline.md, "Per-method invalidation"). The batched target pass is
 `rewards/teacher_forcing.py`'s, shared with DRO and RLCER's judge.
 """
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One worker of `lab-pool`, running flow runs in THIS clone (LAB_ROOT), one at a time (WORKER_LIMIT
 # to change). Start one per GPU or machine, each in its own clone of the repository, with the
-# same PREFECT_API_URL, MLFLOW_TRACKING_URI and DVC remote (README, "A pool of workers").
+# same PREFECT_API_URL, MLFLOW_TRACKING_URI and DVC remote (docs/prefect.md, "A pool of workers").
 set -euo pipefail
 source "$(dirname "$0")/prefect_env.sh"
 # Flow runs import this clone's code (not another checkout's editable install) and run in it.

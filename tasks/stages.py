@@ -2,7 +2,7 @@
 
 DVC owns the DAG, the hashes, the cache and the remote; these helpers let several stages run at
 once, which `dvc repro` cannot do in one workspace: it holds the repository lock for as long as a
-stage's command runs. The design (README, "How stages run side by side"):
+stage's command runs. The design (docs/pipeline.md, "How stages run side by side"):
 
 - **In place, one workspace (`reproduce_in_place`).** DVC is asked, under the lock, what a stage
   needs (`dvc repro -s STAGE --dry`: run it, restore it from the run-cache, or nothing). To run
