@@ -207,6 +207,8 @@ def profile_grpo(params, method: str, steps: int, work: Path, base: Path) -> dic
     originals = [
         (GRPOTrainer, "_generate_single_turn",
          clock.wrap(GRPOTrainer, "_generate_single_turn", "generation", gen_flops)),
+        # The lab sampler's path (models/grpo.py): it replaces the method on the trainer.
+        (grpo, "lab_rollouts", clock.wrap(grpo, "lab_rollouts", "generation", gen_flops)),
         (GRPOTrainer, "_calculate_rewards", clock.wrap(GRPOTrainer, "_calculate_rewards", "reward")),
         (GRPOTrainer, "_generate_and_score_completions",
          clock.wrap(GRPOTrainer, "_generate_and_score_completions", "prepare")),

@@ -96,42 +96,44 @@ def _record_first_prompt(trainer, path: Path) -> None:
 
 def _lab_rollouts(trainer) -> None:
     """GRPO's rollouts through the lab's sampler (models/sampler.py) where it runs the policy:
-    TRL's regular generation path (no vLLM, no continuous batching, text only) on a model
-    `sampler.supports`. Wraps the trainer's `_generate_single_turn` (TRL's one generation call per
-    batch), so GRPOTrainer still drives the loop: the same left-padded prompt ids in, the same
-    generation config, completions cut after their first EOS (kept), as TRL cuts them. Anything
-    else goes to TRL's own method."""
+    TRL's regular generation path (no vLLM, no continuous batching) on a model
+    `sampler.supports`. Replaces the trainer's `_generate_single_turn` (TRL's one generation call
+    per batch) on this trainer, so GRPOTrainer still drives the loop; `lab_rollouts` is looked up
+    at each call (a profiler may wrap it)."""
+    if trainer.use_vllm or getattr(trainer, "use_transformers_continuous_batching", False):
+        return
+    original = trainer._generate_single_turn
+    trainer._generate_single_turn = lambda *args, **kwargs: lab_rollouts(trainer, original, *args,
+                                                                         **kwargs)
+
+
+def lab_rollouts(trainer, original, prompt_ids, images, multimodal_fields, num_generations,
+                 has_tool_images=False):
+    """`_generate_single_turn` through the lab sampler: the same left-padded prompt ids in, the
+    trainer's generation config, completions cut after their first EOS (kept), as TRL cuts them,
+    no log-probabilities (as TRL's transformers path). Anything else goes to TRL's `original`."""
+    import torch
     from trl.extras.profiling import profiling_context
     from trl.trainer.utils import pad
 
     from models.sampler import lab_generate, supports
 
-    if trainer.use_vllm or getattr(trainer, "use_transformers_continuous_batching", False):
-        return
-    original = trainer._generate_single_turn
-
-    def rollouts(prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-        import torch
-
-        model = trainer.accelerator.unwrap_model(trainer.model)
-        if images or multimodal_fields or has_tool_images or not supports(model):
-            return original(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
-        rows = [torch.tensor(ids) for ids in prompt_ids]
-        pad_id = trainer._tokenizer.pad_token_id
-        ids = pad(rows, padding_value=pad_id, padding_side="left",
-                  pad_to_multiple_of=trainer.pad_to_multiple_of)
-        mask = pad([torch.ones_like(r) for r in rows], padding_value=0, padding_side="left",
-                   pad_to_multiple_of=trainer.pad_to_multiple_of)
-        with profiling_context(trainer, "lab_sampler.generate"), torch.no_grad():
-            out = lab_generate(model, ids, mask, generation_config=trainer.generation_config)
-        eos = set(trainer.eos_token_ids)
-        completions = []
-        for row in out[:, ids.shape[1]:].tolist():
-            end = next((i for i, t in enumerate(row) if t in eos), len(row) - 1)
-            completions.append(row[:end + 1])
-        return completions, None
-
-    trainer._generate_single_turn = rollouts
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    if images or multimodal_fields or has_tool_images or not supports(model):
+        return original(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
+    rows = [torch.tensor(ids) for ids in prompt_ids]
+    ids = pad(rows, padding_value=trainer._tokenizer.pad_token_id, padding_side="left",
+              pad_to_multiple_of=trainer.pad_to_multiple_of)
+    mask = pad([torch.ones_like(r) for r in rows], padding_value=0, padding_side="left",
+               pad_to_multiple_of=trainer.pad_to_multiple_of)
+    with profiling_context(trainer, "lab_sampler.generate"), torch.no_grad():
+        out = lab_generate(model, ids, mask, generation_config=trainer.generation_config)
+    eos = set(trainer.eos_token_ids)
+    completions = []
+    for row in out[:, ids.shape[1]:].tolist():
+        end = next((i for i, t in enumerate(row) if t in eos), len(row) - 1)
+        completions.append(row[:end + 1])
+    return completions, None
 
 
 def _global_step(checkpoint: Path) -> int:
