@@ -35,8 +35,9 @@ study: setup  ## the study of record: every arm of params methods x every seed (
 studies: setup  ## every claim setting's own study (presets that name arms), each on its own base
 	$(PY) -m flows.pipeline --study all $(ARGS)
 
-results: setup  ## the README's results and claims tables from the metrics files in git (data/, studies/)
+results: setup  ## the README's results and claims tables from the metrics files in git (data/, studies/), docs/speed.md's from benchmarks/results/
 	$(PY) -m flows.report --readme README.md
+	$(PY) -m benchmarks.tables
 
 test: setup  ## lint (ruff), type-check (mypy: core/, rewards/), then the fast default suite
 	$(VENV)/bin/ruff check .

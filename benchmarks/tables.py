@@ -1,0 +1,116 @@
+"""The speed page's tables (docs/speed.md), generated from the committed benchmark records, so
+that no measured number is typed into the docs.
+
+    python -m benchmarks.tables            # rewrite the generated blocks of docs/speed.md
+    python -m benchmarks.tables --check    # exit 1 if they differ from the records (a test runs it)
+
+`make results` runs it. Blocks:
+- `sampling`: `benchmarks/results/sampling.json` (`python -m benchmarks.sampling`): tokens per
+  second of transformers' `generate` and of the lab's sampler at the rollout and evaluate shapes;
+- `profile`: the sampling parts of `benchmarks/results/profile_run_generate.json` (the default run
+  profiled with `generate`) against `benchmarks/results/profile_run.json` (the lab sampler), each
+  with its own measured matmul peak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from core.params import ROOT
+
+RESULTS = ROOT / "benchmarks" / "results"
+PAGE = ROOT / "docs" / "speed.md"
+
+
+def _load(name: str) -> dict | None:
+    path = RESULTS / name
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def sampling_table() -> str:
+    from benchmarks.sampling import table
+
+    result = _load("sampling.json")
+    if result is None:
+        return "_Not measured yet: `python -m benchmarks.sampling`._"
+    m = result["machine"]
+    return (f"{table(result)}\n\n{m['cpu']}, {m['cores']} cores, {m['threads']} torch thread(s), "
+            f"torch {m['torch']}, a {m['parameters']:,}-parameter model"
+            f"{' (--quick)' if result.get('quick') else ''}; `benchmarks/results/sampling.json`.")
+
+
+def _parts(profile: dict) -> dict[tuple[str, str], tuple[float, float | None, float]]:
+    """(stage, part) -> (default-run seconds, GFLOP/s or None, % of that thread count's peak)."""
+    peaks = {int(n): max(shapes.values()) for n, shapes in profile["matmul_gflops"].items()}
+    out = {}
+    for stage in profile["stages"]:
+        total = sum(sec for sec, _ in stage["parts"].values()) * stage["scale"]
+        if "heldout" in stage:
+            total += stage["heldout"]["seconds_each"] * stage["heldout"]["default_count"]
+        out[(stage["stage"], "total")] = (total, None, 0.0)
+        for part, (sec, flops) in stage["parts"].items():
+            rate = flops / sec / 1e9 if flops and sec > 0 else None
+            share = rate / peaks[stage["threads"]] if rate is not None else 0.0
+            out[(stage["stage"], part)] = (sec * stage["scale"], rate, share)
+    return out
+
+
+def profile_table() -> str:
+    before, after = _load("profile_run_generate.json"), _load("profile_run.json")
+    if before is None or after is None:
+        return "_Not measured yet: `python -m benchmarks.profile_run --parts grpo evaluate`._"
+    b, a = _parts(before), _parts(after)
+    lines = ["| stage | part | `generate`: s | GFLOP/s | % peak | lab sampler: s | GFLOP/s | % peak |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for key in [k for k in b if k in a and (k[1] in ("generation", "sampling", "total"))]:
+        cells = []
+        for sec, rate, share in (b[key], a[key]):
+            cells += [f"{sec:.0f}", "" if rate is None else f"{rate:.1f}",
+                      "" if rate is None else f"{share:.0%}"]
+        lines.append(f"| {key[0]} | {key[1]} | " + " | ".join(cells) + " |")
+    peaks = [max(p["matmul_gflops"][str(p["threads"])].values()) for p in (before, after)]
+    lines.append("")
+    lines.append(f"Seconds are scaled to the default run. Matmul peak (fp32, {after['threads']} "
+                 f"thread(s)), measured by each run: {peaks[0]:.0f} and {peaks[1]:.0f} GFLOP/s; "
+                 "`benchmarks/results/profile_run_generate.json`, `benchmarks/results/profile_run.json`.")
+    return "\n".join(lines)
+
+
+BLOCKS = {"sampling": sampling_table, "profile": profile_table}
+
+
+def render(page: str) -> str:
+    """`page` with every generated block replaced by what the records give."""
+    for name, make in BLOCKS.items():
+        begin = f"<!-- {name}:begin (python -m benchmarks.tables) -->"
+        end = f"<!-- {name}:end -->"
+        head, sep, rest = page.partition(begin)
+        if not sep:
+            continue
+        _, sep2, tail = rest.partition(end)
+        if not sep2:
+            raise ValueError(f"{PAGE}: {begin} has no {end}")
+        page = f"{head}{begin}\n{make()}\n{end}{tail}"
+    return page
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 if the page is not up to date")
+    ap.add_argument("--page", type=Path, default=PAGE)
+    args = ap.parse_args()
+    text = args.page.read_text(encoding="utf-8")
+    new = render(text)
+    if args.check:
+        if new != text:
+            print(f"{args.page}: generated blocks are stale; run `python -m benchmarks.tables`")
+            sys.exit(1)
+        return
+    args.page.write_text(new, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
