@@ -27,6 +27,7 @@ import os
 import re
 import sys
 import time
+from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
@@ -36,6 +37,8 @@ from core.params import ROOT, Params, ParamsError, load
 from tasks import stages as st
 from tasks.progress import Board
 
+# Where `make run` (quick.json) and `make study` (study.json) record their stage times.
+TIMES = ROOT / "reports" / "times"
 # Matrix stages are named `<stage>@<method>-<seed>` by DVC.
 _MATRIX = re.compile(r"^(?P<kind>[^@]+)@(?P<method>.+)-(?P<seed>-?\d+)$")
 
@@ -325,10 +328,11 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
              stages: list[str] | None = None, force: bool = False,
              max_parallel: int | None = None, executor: str | None = None,
              retries: int | None = None, stage_timeout_s: int | None = None,
-             threads_per_stage: int | None = None) -> dict:
+             threads_per_stage: int | None = None, times_file: str | None = None) -> dict:
     """Bring the DAG (or the part for `methods`, `seeds`, `stages`) up to date; unset arguments
     come from params `pipeline`. `force` re-runs the selected train/evaluate stages (and any
-    named in `stages`), not what they depend on."""
+    named in `stages`), not what they depend on. `times_file`: where to record each stage's wall
+    time and what it did (a result of record, committed: docs/speed.md)."""
     logger = get_run_logger()
     params = load()
     cfg = params.pipeline
@@ -379,6 +383,7 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
     pending = list(order)
     depth = depths(graph, order)
     board, shown, bar = Board(), time.monotonic(), _progress_artifact(len(order))
+    began, timed = time.monotonic(), {}  # stage -> (start, end), seconds since `began`
     while pending or running:
         ready = []
         for s in list(pending):
@@ -396,6 +401,7 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
             held[s] = gpus or []
             running[s] = start(s, threads)
             board.start(s, time.monotonic())
+            timed[s] = (time.monotonic() - began, None)
         time.sleep(0.5)
         ended = False
         for s, future in list(running.items()):
@@ -403,6 +409,7 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
             if state.is_final():
                 del running[s]
                 board.end(s)
+                timed[s] = (timed[s][0], time.monotonic() - began)
                 if pool is not None:
                     pool.give(held.pop(s, []))
                 ended = True
@@ -416,6 +423,8 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
             _show_progress(board, running, params.preset, len(results) + len(failed) + len(blocked),
                            len(order), logger, bar)
     ran = [s for s, r in results.items() if r.get("action") != "skip"]
+    if times_file:
+        write_times(Path(times_file), timed, results, failed, time.monotonic() - began, limit)
     logger.info("pipeline: %d stages ran or restored, %d up to date, %d failed, %d not run",
                 len(ran), len(results) - len(ran), len(failed), len(blocked))
     from tasks import tracking
@@ -428,6 +437,26 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
         raise kind("; ".join(failed.values())
                    + (f" ({len(blocked)} downstream stage(s) not run)" if blocked else ""))
     return results
+
+
+def write_times(path: Path, timed: dict[str, tuple[float, float | None]], results: dict[str, dict],
+                failed: dict[str, str], wall_s: float, max_parallel: int) -> None:
+    """Each stage's start and wall seconds (from the pipeline's start) and what it did (`run`,
+    `restore`, `skip`, `failed`), with the whole run's wall time and the machine: how long a
+    `make run` or a study took here, committed like the other results (docs/speed.md)."""
+    import platform
+
+    from core.io import write_json
+
+    stages = {}
+    for s, (start, end) in sorted(timed.items(), key=lambda kv: kv[1][0]):
+        action = "failed" if s in failed else results.get(s, {}).get("action", "not run")
+        stages[s] = {"start_s": round(start, 1),
+                     "seconds": None if end is None else round(end - start, 1), "action": action}
+    write_json(path, {"wall_seconds": round(wall_s, 1), "max_parallel": max_parallel,
+                      "machine": {"cpu": platform.processor() or platform.machine(),
+                                  "cores": os.cpu_count()},
+                      "stages": stages})
 
 
 # How often the pipeline logs its progress line while stages run (also whenever a stage ends).
@@ -578,9 +607,13 @@ def main() -> None:
         raise SystemExit(run_studies(args))
     if args.quick:
         args.methods, args.seeds = quick_selection(load(), args.methods, args.seeds)
+    # `make run` and `make study` record their stage times (reports/times/); a partial run not.
+    partial = args.methods or args.seeds or args.stages
+    times = TIMES / ("quick.json" if args.quick else "study.json") if args.quick or not partial else None
     state = pipeline(methods=args.methods, seeds=args.seeds, stages=args.stages, force=args.force,
                      max_parallel=args.max_parallel, executor=args.executor,
-                     threads_per_stage=args.threads, return_state=True)
+                     threads_per_stage=args.threads, times_file=str(times) if times else None,
+                     return_state=True)
     if not state.is_completed():
         message = _exception_text(state.message or state.name)
         print(f"error: {message}", file=sys.stderr)

@@ -140,10 +140,16 @@ def test_changing_the_test_budget_reevaluates_without_retraining(clone):
 def test_prefect_pipeline_flow_runs_stages_in_order(clone):
     """The Prefect `pipeline` flow (ephemeral API) drives the same stages through DVC."""
     d, env = clone
+    times = d / "times.json"
     code = ("from flows.pipeline import pipeline; import json; "
-            "print('RESULT', json.dumps(sorted(pipeline(force=False).keys())))")
+            f"print('RESULT', json.dumps(sorted(pipeline(force=False, times_file='{times}').keys())))")
     out = sh([sys.executable, "-c", code], d, dict(env, PREFECT_HOME=str(d / ".prefect")))
     stages = json.loads(out.split("RESULT", 1)[1].strip().splitlines()[0])
+    # Every stage's wall time and what it did are recorded (here: all up to date).
+    recorded = json.loads(times.read_text())
+    assert sorted(recorded["stages"]) == stages and recorded["wall_seconds"] > 0
+    assert {v["action"] for v in recorded["stages"].values()} == {"skip"}
+    assert all(v["seconds"] >= 0 for v in recorded["stages"].values())
     methods = yaml.safe_load((d / "params.yaml").read_text())["methods"]
     assert stages == sorted(["prepare", "synthesize", "build_base", "configure", "evaluate_base", "report",
                              *(f"{s}@{m}-0" for m in methods for s in ("train", "evaluate"))])
