@@ -350,6 +350,14 @@ class MetaEvalReward:
                     for i in range(0, B, step)]) if B else np.zeros(0)
         # Kept for the rlme/* metrics over the global batch (every rank's completions, rank order).
         self.last_logprobs = np.concatenate(ranks.gather_objects(lp), axis=2)
+        # The share of the global batch whose evaluator prompt stated the gold (paper 000 §4.6),
+        # through TRL's `log_metric` (averaged per logging step, so it lands in train.json's
+        # curves): how often anchoring actually applied, 0.0 when it is off.
+        counts = ranks.gather_objects([sum(1 for g in self._golds(B, kwargs) if g is not None), B])
+        hit, total = int(sum(c[0] for c in counts)), int(sum(c[1] for c in counts))
+        log_metric = kwargs.get("log_metric")
+        if log_metric is not None and total:
+            log_metric("rlme/anchor_rate", hit / total)
         rewards = aggregate_meta_rewards(
             lp, [q.weight for q in self.questions], [ev.weight for ev in self.evaluators]
         )

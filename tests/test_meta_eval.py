@@ -323,6 +323,24 @@ def test_anchoring_states_gold_only_for_anchored_prompts(
         _reward(policy, tokenizer, anchor_fraction=0.1)(PROMPTS, COMPLETIONS, answer=golds)
 
 
+def test_the_anchored_share_of_each_batch_is_logged(
+    policy: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast
+) -> None:
+    """`rlme/anchor_rate` through TRL's `log_metric` (what train.json's curves keep): the share of
+    the batch whose evaluator prompt stated the gold; 0.0 with anchoring off, and a row without a
+    gold answer is never anchored."""
+    ids = ["a", "b", "c", "d", "e"]
+    for p, golds in ((0.0, ["7", "2", "7", "6", "8"]), (0.5, ["7", "2", "7", "6", "8"]),
+                     (1.0, ["7", None, "7", "6", "8"])):
+        logged: dict[str, list[float]] = {}
+        _reward(policy, tokenizer, anchor_fraction=p)(
+            PROMPTS, COMPLETIONS, prompt_id=ids, answer=golds,
+            log_metric=lambda name, value, out=logged: out.setdefault(name, []).append(value))
+        expected = sum(g is not None and anchored(i, p) for i, g in zip(ids, golds)) / len(ids)
+        assert logged == {"rlme/anchor_rate": [expected]}
+    assert 0.0 < sum(anchored(i, 0.5) for i in ids) < len(ids)  # the 0.5 case is not all or nothing
+
+
 def test_conversational_inputs(policy: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast) -> None:
     reward = _reward(policy, tokenizer)
     prompts = [[{"role": "system", "content": "be brief"}, {"role": "user", "content": p}] for p in PROMPTS]
