@@ -47,6 +47,8 @@ def supports(model) -> bool:
         return False
     if getattr(config, "hidden_act", "silu") != "silu":
         return False
+    if getattr(config, "attention_dropout", 0.0):  # the loop has no dropout (a policy may be in train mode)
+        return False
     rope = getattr(config, "rope_scaling", None) or {}
     if rope.get("rope_type", rope.get("type", "default")) not in ("default", None):
         return False
