@@ -269,9 +269,11 @@ def main() -> None:
     machine = f"{platform.machine()}, {mp.cpu_count()} cores, Python {platform.python_version()}"
     record = {"machine": machine, "model": model, "steps": args.steps, "repeats": args.repeats,
               "results": results}
+    out = args.out or ROOT / "benchmarks" / "results" / "reward_overhead.json"
+    write_json(out, record)  # the blocks' results are kept even if the pass timing fails
     if args.pass_repeats and {"self_certainty", "entropy"} & set(methods):
         record["confidence_passes"] = confidence_passes(args.preset, base, prepared, args.pass_repeats)
-    write_json(args.out or ROOT / "benchmarks" / "results" / "reward_overhead.json", record)
+        write_json(out, record)
     print(f"Reward overhead ({machine}; {model}; {args.repeats} x {args.steps} steps per method, interleaved)")
     print(table(results))
     if "confidence_passes" in record:
