@@ -31,21 +31,20 @@ The page (`reports/index.html`) opens with the answer, then the evidence:
 Methods are discovered from those folders (any name, not only `params.methods`), so a variant run
 by hand shows up too. Nothing missing is fatal: a method with an evaluation but no curves gets a
 table row and no line, a run with curves but no evaluation gets lines, an unreadable file is
-named in the page's notes. Writes `reports/index.html` (self-contained: the charts are inline SVG,
-no script or font from a CDN), `reports/summary.md`, `reports/metrics.json`, `reports/claims.json`,
-`reports/alarms.json` and `reports/headline.json`, and logs the folder to an MLflow run (tag `stage=report`).
+named in the page's notes. Writes `reports/index.html` (self-contained: no script or font from a
+CDN), `reports/summary.md`, `reports/metrics.json`, `reports/claims.json`, `reports/alarms.json`
+and `reports/headline.json`, and logs the folder to an MLflow run (tag `stage=report`).
 
-Why inline SVG rather than matplotlib PNGs: vector charts stay sharp, the collapse markers and
-points carry native tooltips (`<title>`), and the page needs no plotting library.
+The charts are Vega-Lite specs from flows/charts.py, the chart definition `dvc plots` shares,
+embedded in the page with Vega inlined (docs/vega/plots_template.html's bundle), so the page
+renders with no network.
 """
 
 from __future__ import annotations
 
 import html
-import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -58,6 +57,7 @@ from core.params import Params, load
 from evals.claims import (
     INCONCLUSIVE,
     MEASURES,
+    NOT_RUN,
     PILOT,
     RULE,
     Comparison,
@@ -69,6 +69,8 @@ from evals.claims import (
 )
 from evals.stats import snap
 from flows import alarms as alarms_
+from flows import charts as charts_
+from flows.charts import PALETTE, Series, series_for  # noqa: F401 - re-exported
 from flows.report_collect import (  # noqa: F401 - re-exported: the stage's reading half
     OTHER,
     SMOKE_MAX_STEPS,
@@ -106,8 +108,6 @@ PREFERRED = ["pass@1", "greedy_accuracy", "pass@k", "accuracy", "outcome_acc", "
 # `reward` has its own per-method charts: the methods' rewards are on incompatible scales).
 TRAIN_FIRST = ["entropy", "completion_length", "clipped_ratio"]
 TRAIN_SKIP = {"step", "reward_std", "reward"}
-PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-           "#7f7f7f", "#bcbd22", "#17becf"]
 SMOKE_BANNER = "Smoke test, not a result"
 
 
@@ -297,7 +297,28 @@ def claim_cells(v: Verdict) -> list[list[str]]:
             [metric, *(f"and {m}" for m in own), *expected], diffs + tests + bases + ps,
             [", ".join(f"{name(a)} {n}" for a, n in seeds.items())]
             + ([f"planned {' / '.join(map(str, planned))} per arm"] if planned else []),
+            second_base_cell(v),
             [v.verdict, short(v.reason), *pre] + ([f"needs: {short(v.needs)}"] if v.needs else [])]
+
+
+def second_base_cell(v: Verdict) -> list[str]:
+    """The claim on the second base (evals/claims.py, `second_base`): its verdict, the first
+    comparison's difference and interval, and whether it agrees with the first base's; `not run`.
+
+    >>> from evals.claims import CLAIMS
+    >>> second_base_cell(Verdict(CLAIMS[0], (), "inconclusive", "", second={"verdict": "not run"}))
+    ['not run']
+    >>> second_base_cell(Verdict(CLAIMS[0], (), "reproduced", "", second={"verdict": "reproduced",
+    ...     "diff": -0.02, "ci": [-0.05, 0.01], "agrees": True}))
+    ['reproduced', '−0.020 [−0.050, +0.010]', 'agrees']
+    """
+    second = v.second or {"verdict": NOT_RUN}
+    if second["verdict"] == NOT_RUN:
+        return [NOT_RUN]
+    diff, ci = second.get("diff"), second.get("ci")
+    number = ([f"{_signed(diff)} [{_signed(ci[0])}, {_signed(ci[1])}]"] if diff is not None and ci
+              else [f"{_signed(diff)}"] if diff is not None else [])
+    return [second["verdict"], *number, "agrees" if second.get("agrees") else "differs from the first base"]
 
 
 def runs_needed(found: list[Verdict]) -> list[tuple[str, list[str]]]:
@@ -331,7 +352,8 @@ def _needed_lines(found: list[Verdict]) -> list[str]:
 
 def claims_markdown(found: list[Verdict], notes: Sequence[str] = (), heading: bool = True) -> str:
     """The claims table (markdown) with the rule and any skipped per-item files."""
-    header = ["claim", "paper", "arms", "metric", "difference [95% interval]", "seeds", "verdict"]
+    header = ["claim", "paper", "arms", "metric", "difference [95% interval]", "seeds", "second base",
+              "verdict"]
 
     def md(lines: list[str], bold: bool = False) -> str:
         lines = [line.replace("|", "\\|") for line in lines]
@@ -351,7 +373,8 @@ def claims_markdown(found: list[Verdict], notes: Sequence[str] = (), heading: bo
 def claims_html(found: list[Verdict], notes: Sequence[str] = ()) -> str:
     """The claims section's table: one row per claim, its verdict coloured."""
     esc = html.escape
-    header = ["claim", "paper", "arms", "metric", "difference [95% interval]", "seeds", "verdict"]
+    header = ["claim", "paper", "arms", "metric", "difference [95% interval]", "seeds", "second base",
+              "verdict"]
     body = []
     for v in found:
         cells = claim_cells(v)
@@ -496,13 +519,6 @@ def answer_line(res: TaskResult) -> str | None:
 
 # ------------------------------------------------------------------------------ charts
 
-@dataclass
-class Series:
-    method: str
-    seed: int
-    points: list[tuple[float, float]]
-
-
 def chart_specs(collected: Collected, skip_heldout: Sequence[str] = ()) -> list[tuple[str, str, str]]:
     """(source, key, title) of the overlaid diagnostic charts: train columns (not the reward),
     then held-out metrics other than `skip_heldout` (the headline curves, drawn first)."""
@@ -523,198 +539,24 @@ def chart_specs(collected: Collected, skip_heldout: Sequence[str] = ()) -> list[
             + [("heldout", k, f"held-out: {k}") for k in held])
 
 
-def series_for(collected: Collected, source: str, key: str) -> list[Series]:
-    out = []
-    for method, seeds in collected.runs.items():
-        for seed, run in seeds.items():
-            rows = run.train if source == "train" else run.heldout
-            pts = [(x, y) for r in rows
-                   if (x := number(r.get("step"))) is not None and (y := number(r.get(key))) is not None]
-            if pts:
-                out.append(Series(method, seed, sorted(pts)))
-    return out
-
-
-def _ticks(lo: float, hi: float, count: int = 5) -> list[float]:
-    """About `count` round tick values covering [lo, hi]."""
-    raw = (hi - lo) / count
-    magnitude = 10 ** math.floor(math.log10(raw))
-    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
-    first = math.ceil(lo / step - 1e-9) * step
-    return [round(first + i * step, 10) for i in range(int((hi - first) / step + 1e-9) + 1)]
-
-
-def _tick_labels(ticks: list[float]) -> list[str]:
-    """Labels with as many decimals as the tick step needs (0.25 -> 2, 5 -> 0).
-
-    >>> _tick_labels([0.0, 0.25, 0.5]), _tick_labels([0, 5, 10]), _tick_labels([-2.5, -2.0])
-    (['0.00', '0.25', '0.50'], ['0', '5', '10'], ['-2.5', '-2.0'])
-    """
-    if len(ticks) < 2:
-        return [f"{t:g}" for t in ticks]
-    step = abs(ticks[1] - ticks[0])
-    decimals = next((d for d in range(7) if abs(round(step, d) - step) < 1e-9 * max(1.0, step)), 6)
-    return [f"{t:.{decimals}f}" for t in ticks]
-
-
-def _span(values: list[float]) -> tuple[float, float]:
-    lo, hi = min(values), max(values)
-    if hi - lo < 1e-12:
-        pad = abs(lo) * 0.1 or 0.5
-        return lo - pad, hi + pad
-    pad = (hi - lo) * 0.05
-    return lo - pad, hi + pad
-
-
 def _color(colors: dict[str, int], method: str) -> str:
-    return PALETTE[colors[method] % len(PALETTE)]
-
-
-def _frame(title: str, xs: list[float], ys: list[float], width: int, height: int):
-    """The SVG head, frame, grid and axes of a chart; returns (parts, px, py, top, plot height)."""
-    left, right, top, bottom = 58, 14, 26, 36
-    x0, x1 = _span(xs)
-    y0, y1 = _span(ys)
-    pw, ph = width - left - right, height - top - bottom
-
-    def px(x: float) -> float:
-        return left + (x - x0) / (x1 - x0) * pw
-
-    def py(y: float) -> float:
-        return top + (1 - (y - y0) / (y1 - y0)) * ph
-
-    esc = html.escape
-    out = [(f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}" role="img" aria-label="{esc(title)}">'),
-           f'<text x="{left}" y="16" class="title">{esc(title)}</text>',
-           f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" class="frame"/>']
-    yt = _ticks(y0, y1)
-    for t, label in zip(yt, _tick_labels(yt)):
-        out.append(f'<line x1="{left}" x2="{left + pw}" y1="{py(t):.1f}" y2="{py(t):.1f}" class="grid"/>'
-                   f'<text x="{left - 4}" y="{py(t) + 4:.1f}" class="tick" text-anchor="end">{label}</text>')
-    xt = _ticks(x0, x1)
-    for t, label in zip(xt, _tick_labels(xt)):
-        out.append(f'<text x="{px(t):.1f}" y="{top + ph + 14}" class="tick" '
-                   f'text-anchor="middle">{label}</text>')
-    out.append(f'<text x="{left + pw / 2}" y="{height - 4}" class="axis" text-anchor="middle">GRPO step</text>')
-    return out, px, py, top, ph
-
-
-def _event_marks(events: list[tuple[str, int, dict]], colors: dict[str, int], px, top: float,
-                 ph: float) -> list[str]:
-    esc, out = html.escape, []
-    for i, (method, seed, e) in enumerate(events):
-        x, kind, color = px(float(e["step"])), str(e.get("kind", "collapse")), _color(colors, method)
-        label_y = top + 10 + 12 * (i % 3)  # staggered: events at nearby steps stay readable
-        tip = f"{method} seed {seed}: {kind} collapse at step {int(e['step'])}. {e.get('message', '')}"
-        out.append(f'<g class="m{colors[method]} event"><title>{esc(tip.strip())}</title>'
-                   f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{top + ph}" '
-                   f'stroke="{color}" stroke-dasharray="5,3"/>'
-                   f'<text x="{x + 3:.1f}" y="{label_y}" class="event-label" '
-                   f'fill="{color}">{esc(kind)}</text></g>')
-    return out
-
-
-def svg_chart(title: str, series: list[Series], events: list[tuple[str, int, dict]],
-              colors: dict[str, int], width: int = 520, height: int = 280) -> str:
-    """One line chart: a polyline per (method, seed), dashed verticals at collapse events.
-
-    Every mark has class `m<i>` (the method's index in `colors`) so the legend can hide a
-    method; points and event markers carry `<title>` tooltips.
-    """
-    xs = [p[0] for s in series for p in s.points] + [float(e["step"]) for _, _, e in events]
-    ys = [p[1] for s in series for p in s.points]
-    out, px, py, top, ph = _frame(title, xs, ys, width, height)
-    out += _event_marks(events, colors, px, top, ph)
-    esc = html.escape
-    for s in series:
-        color = _color(colors, s.method)
-        first_seed = min(r.seed for r in series if r.method == s.method)
-        opacity = 1.0 if s.seed == first_seed else 0.55
-        coords = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in s.points)
-        out.append(f'<g class="m{colors[s.method]}" opacity="{opacity}">'
-                   f'<title>{esc(s.method)} seed {s.seed}</title>'
-                   f'<polyline points="{coords}" fill="none" stroke="{color}" stroke-width="1.8"/>')
-        if len(s.points) <= 60:
-            out += [f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.6" fill="{color}">'
-                    f'<title>{esc(s.method)} seed {s.seed}, step {x:g}: {y:.4g}</title></circle>'
-                    for x, y in s.points]
-        out.append("</g>")
-    out.append("</svg>")
-    return "".join(out)
-
-
-def svg_mean_chart(title: str, series: list[Series], events: list[tuple[str, int, dict]],
-                   colors: dict[str, int], width: int = 580, height: int = 310) -> str:
-    """Every method's mean over seeds (a line) and min–max over seeds (a band), per step."""
-    per_method: dict[str, dict[float, list[float]]] = {}
-    for s in series:
-        for x, y in s.points:
-            per_method.setdefault(s.method, {}).setdefault(x, []).append(y)
-    xs = [x for steps in per_method.values() for x in steps] + [float(e["step"]) for _, _, e in events]
-    ys = [y for steps in per_method.values() for vals in steps.values() for y in vals]
-    out, px, py, top, ph = _frame(title, xs, ys, width, height)
-    out += _event_marks(events, colors, px, top, ph)
-    esc = html.escape
-    for method, steps in per_method.items():
-        color, cls = _color(colors, method), f"m{colors[method]}"
-        pts = sorted(steps.items())
-        n = max(len(v) for _, v in pts)
-        out.append(f'<g class="{cls} mean"><title>{esc(method)}: mean of {n} seed{"s" * (n > 1)}</title>')
-        if n > 1:
-            upper = [f"{px(x):.1f},{py(max(v)):.1f}" for x, v in pts]
-            lower = [f"{px(x):.1f},{py(min(v)):.1f}" for x, v in reversed(pts)]
-            out.append(f'<polygon points="{" ".join(upper + lower)}" fill="{color}" '
-                       f'fill-opacity="0.15" stroke="none"/>')
-        coords = " ".join(f"{px(x):.1f},{py(sum(v) / len(v)):.1f}" for x, v in pts)
-        out.append(f'<polyline points="{coords}" fill="none" stroke="{color}" stroke-width="2.2"/>')
-        for x, v in pts:
-            mean = sum(v) / len(v)
-            spread = f" (seeds {min(v):.3g}–{max(v):.3g})" if len(v) > 1 else ""
-            out.append(f'<circle cx="{px(x):.1f}" cy="{py(mean):.1f}" r="3" fill="{color}">'
-                       f'<title>{esc(method)}, step {x:g}: mean {mean:.4g}{spread}</title></circle>')
-        out.append("</g>")
-    out.append("</svg>")
-    return "".join(out)
-
-
-def _events(collected: Collected, methods: set[str]) -> list[tuple[str, int, dict]]:
-    return [(m, s, e) for m, seeds in collected.runs.items() if m in methods
-            for s, r in seeds.items() for e in r.events]
+    return charts_.color_of(colors, method)
 
 
 def headline_charts(collected: Collected, results: list[TaskResult], colors: dict[str, int]) -> list[str]:
     """Per task and headline metric: the held-out curve of every method trained on the task."""
-    out = []
-    for res in results:
-        methods = {r.method for r in res.trained()}
-        for metric in res.metrics:
-            series = [s for s in series_for(collected, "heldout", metric) if s.method in methods]
-            if series:
-                shown = {s.method for s in series}
-                out.append(svg_mean_chart(f"held-out {metric} ({res.task})", series,
-                                          _events(collected, shown), colors))
-    return out
+    return [charts_.embed(spec) for spec in charts_.headline_specs(collected, results, colors)]
 
 
 def reward_charts(collected: Collected, colors: dict[str, int]) -> list[str]:
     """Small multiples: each method's training reward on its own y axis (one line per seed)."""
-    out = []
-    for method in collected.runs:
-        series = [s for s in series_for(collected, "train", "reward") if s.method == method]
-        if series:
-            out.append(svg_chart(f"{method}: train reward", series, _events(collected, {method}),
-                                 colors, width=330, height=210))
-    return out
+    return [charts_.embed(spec) for spec in charts_.reward_specs(collected, colors)]
 
 
 def charts(collected: Collected, colors: dict[str, int], skip_heldout: Sequence[str] = ()) -> list[str]:
     """Every chart of `chart_specs`, each with every method's curves and collapse markers."""
-    out = []
-    for source, key, title in chart_specs(collected, skip_heldout):
-        series = series_for(collected, source, key)
-        out.append(svg_chart(title, series, _events(collected, {s.method for s in series}), colors))
-    return out
+    return [charts_.embed(spec)
+            for spec in charts_.overlay_specs(collected, colors, chart_specs(collected, skip_heldout))]
 
 
 # ------------------------------------------------------------------------------ page
@@ -735,7 +577,7 @@ th{background:#f0f0f0} td:first-child,th:first-child,table.text td,table.text th
 table.headline tr.best td{background:#eef7ee;font-weight:600}
 table.headline tr.base td{color:#555;font-style:italic;background:#fafafa}
 table.headline td.spread{font-size:.9em;color:#333} table.headline td,table.headline th{white-space:nowrap}
-table.headline svg{vertical-align:middle;margin-right:5px} table.headline td{padding:3px 7px}
+table.headline td{padding:3px 7px}
 table.headline,table.numbers{display:block;max-width:100%;overflow-x:auto}
 .mark{color:#1a7f37} .tie{color:#555}
 table.claims{width:100%;table-layout:fixed} table.claims td{vertical-align:top;font-size:.95em;overflow-wrap:break-word}
@@ -744,27 +586,8 @@ table.claims th:nth-child(4){width:12%} table.claims th:nth-child(5){width:14%} 
 table.claims tr.reproduced td.verdict{background:#eef7ee} table.claims tr.not-reproduced td.verdict{background:#fbeaea}
 table.claims tr.inconclusive td.verdict{background:#f6f6f6} table.claims tr.not-tested td.verdict{background:#fdf5e0}
 .tasks{display:flex;flex-wrap:wrap;gap:0 28px;align-items:flex-start} .tasks>div{min-width:0;max-width:100%}
-.charts{display:flex;flex-wrap:wrap;gap:12px}
-svg.chart{border:1px solid #ddd;background:#fff}
-svg .title{font-size:13px;font-weight:600} svg .tick{font-size:10px;fill:#555}
-svg .axis{font-size:11px;fill:#333} svg .frame{fill:none;stroke:#999}
-svg .grid{stroke:#e4e4e4} svg .event-label{font-size:10px}
-.legend{position:sticky;top:0;background:#fff;padding:.4em 0;z-index:1;border-bottom:1px solid #eee}
-.legend label{margin-right:1.2em;cursor:pointer;white-space:nowrap}
-.swatch{display:inline-block;width:14px;height:4px;margin:0 4px 3px 2px;vertical-align:middle}
 .notes{color:#8a4b00} .muted{color:#666}
-"""
-
-# Unticking a method in the legend hides its lines and markers in every chart (compare any two).
-_SCRIPT = """
-document.querySelectorAll('.legend input').forEach(function (box) {
-  box.addEventListener('change', function () {
-    document.querySelectorAll('.' + box.dataset.cls).forEach(function (el) {
-      el.style.display = box.checked ? '' : 'none';
-    });
-  });
-});
-"""
+""" + charts_.CSS
 
 
 def html_table(header: list[str], rows: list[list[str]], css: str = "numbers") -> str:
@@ -848,27 +671,6 @@ def provenance_html(prov: Provenance) -> str:
     return "\n".join(out)
 
 
-def _strip(values: list[tuple[int | None, float]], mean: float, base: float | None, lo: float,
-           hi: float, color: str) -> str:
-    """A 90×16 strip: one dot per seed, a tick at the mean, the base dashed (shared scale)."""
-    w, h, pad = 90, 16, 5
-
-    def x(v: float) -> float:
-        return pad + (v - lo) / (hi - lo) * (w - 2 * pad) if hi > lo else w / 2
-
-    out = [f'<svg width="{w}" height="{h}" viewBox="0 0 {w} {h}" aria-hidden="true">',
-           f'<line x1="{pad}" x2="{w - pad}" y1="{h / 2}" y2="{h / 2}" stroke="#ddd"/>']
-    if base is not None:
-        out.append(f'<line x1="{x(base):.1f}" x2="{x(base):.1f}" y1="1" y2="{h - 1}" stroke="#888" '
-                   f'stroke-dasharray="2,2"/>')
-    out += [f'<circle cx="{x(v):.1f}" cy="{h / 2}" r="3.2" fill="{color}" fill-opacity="0.75"/>'
-            for _, v in values]
-    if len(values) > 1:
-        out.append(f'<line x1="{x(mean):.1f}" x2="{x(mean):.1f}" y1="2" y2="{h - 2}" stroke="#000" '
-                   f'stroke-width="1.5"/>')
-    return "".join(out) + "</svg>"
-
-
 def headline_html(res: TaskResult, colors: dict[str, int]) -> str:
     """A task's headline table: rank, mean ± std, vs base, every seed drawn, seeds, collapses."""
     esc = html.escape
@@ -879,14 +681,10 @@ def headline_html(res: TaskResult, colors: dict[str, int]) -> str:
         header += [f"{name} (mean ± std)" if len(res.metrics) == 1 else name, "vs base",
                    f"{name} per seed"]
     header += ["seeds", "collapse"]
-    scales = {}
-    for m in res.metrics:
-        vals = [v for r in res.rows for _, v in r.seeds.get(m, [])]
-        scales[m] = (min(vals), max(vals)) if vals else (0.0, 1.0)
     body = []
     for r in res.rows:
         cls = "base" if r.base else "best" if res.best.get(res.metrics[0]) == r.method else ""
-        color = _color(colors, r.method) if r.method in colors and not r.base else "#888"
+        color = _color(colors, r.method) if r.method in colors and not r.base else charts_.BASE_COLOR
         cells = [f"<td><span class='swatch' style='background:{color}'></span>{esc(r.method)}</td>"]
         n = max((s["n"] for s in r.stats.values()), default=0)
         for m in res.metrics:
@@ -908,8 +706,7 @@ def headline_html(res: TaskResult, colors: dict[str, int]) -> str:
             vals = [v for _, v in seeds]
             text = (f"{_fmt(min(vals))}–{_fmt(max(vals))}" if len(vals) > 1
                     else _fmt(vals[0]) if vals else "")
-            strip = _strip(seeds, st["mean"], b["mean"] if b else None, *scales[m], color) if vals else ""
-            cells.append(f"<td class='spread' title='{esc(tip)}'>{strip}{esc(text)}</td>")
+            cells.append(f"<td class='spread' title='{esc(tip)}'>{esc(text)}</td>")
         events = "; ".join(f"seed {s}: {esc(str(e.get('kind', '?')))} @ {int(e['step'])}"
                            for s, e in r.collapsed)
         cells += [f"<td>{n}</td>", f"<td>{'' if r.base else events or 'none'}</td>"]
@@ -932,13 +729,16 @@ def _answer_html(line: str, res: TaskResult) -> str:
     return text
 
 
+def seeds_charts(res: TaskResult, colors: dict[str, int]) -> str:
+    """Under a task's headline table, its metrics per seed (dots, the mean, the base)."""
+    specs = [charts_.seeds_spec(res, m, colors) for m in res.metrics]
+    return "".join(charts_.embed(spec, "seeds") for spec in specs if spec)
+
+
 def _legend(collected: Collected, colors: dict[str, int]) -> str:
     with_curves = [m for m, seeds in collected.runs.items()
                    if any(r.train or r.heldout for r in seeds.values())]
-    return "<p class='legend'>" + "".join(
-        f"<label><input type='checkbox' checked data-cls='m{colors[m]}'>"
-        f"<span class='swatch' style='background:{_color(colors, m)}'></span>"
-        f"{html.escape(m)}</label>" for m in with_curves) + "</p>"
+    return charts_.legend_html(with_curves, colors)
 
 
 def html_page(agg: dict[str, dict], collected: Collected, results: list[TaskResult] | None = None,
@@ -977,7 +777,7 @@ def html_page(agg: dict[str, dict], collected: Collected, results: list[TaskResu
         for res in results:
             names = " / ".join(m.split("/", 1)[1] for m in res.metrics)
             parts.append(f"<div><h3 id='task-{esc(res.task)}'>{esc(res.task)}: {esc(names)}</h3>"
-                         + headline_html(res, colors) + "</div>")
+                         + headline_html(res, colors) + seeds_charts(res, colors) + "</div>")
         parts.append("</div>")
     else:
         parts.append("<p>No evaluations found (data/eval/ is empty).</p>")
@@ -1043,40 +843,19 @@ def html_page(agg: dict[str, dict], collected: Collected, results: list[TaskResu
     else:
         parts.append("<p>No training curves found (data/plots/ is empty).</p>")
     parts.append("</section>")
-    parts.append(f"<script>{_SCRIPT}</script></body></html>")
+    if any("<figure class='vl" in part for part in parts):  # Vega inlined: drawn with no network
+        parts += [charts_.bundle(), f"<script>{charts_.SCRIPT}</script>"]
+    parts.append("</body></html>")
     return "\n".join(parts)
 
 
-def figure(collected: Collected, chart: str, methods: Sequence[str]) -> str:
-    """One chart as a standalone SVG file (styles inlined, a legend), for a README or a paper.
+def figure(collected: Collected, chart: str, methods: Sequence[str]) -> dict:
+    """One chart as a Vega-Lite spec (a legend, the runs of `methods` only), for a README or a
+    paper: `--figure` writes it as JSON or as a page that draws it offline (flows/charts.py).
 
     `chart` is `<source>:<key>` as in `chart_specs`, e.g. `heldout:arith/pass@1` or `train:reward`.
     """
-    source, _, key = chart.partition(":")
-    if source not in ("train", "heldout") or not key:
-        raise ValueError(f"chart {chart!r}: expected train:<key> or heldout:<key>")
-    missing = [m for m in methods if m not in collected.runs]
-    if missing:
-        raise LookupError(f"no runs of {missing} under data/ (found: {sorted(collected.runs)})")
-    sub = Collected({m: collected.runs[m] for m in methods}, [])
-    series = series_for(sub, source, key)
-    if not series:
-        raise LookupError(f"no {source} values of {key!r} for {list(methods)}")
-    colors = {m: i for i, m in enumerate(methods)}
-    events = [(m, seed, e) for m in methods for seed, r in sub.runs[m].items() for e in r.events]
-    svg = svg_chart(f"{'held-out' if source == 'heldout' else 'train'}: {key}", series, events,
-                    colors, width=640, height=320)
-    style = ("<style>text{font-family:system-ui,sans-serif} .title{font-size:13px;font-weight:600}"
-             " .tick{font-size:10px;fill:#555} .axis{font-size:11px;fill:#333}"
-             " .frame{fill:none;stroke:#999} .grid{stroke:#e4e4e4} .event-label{font-size:10px}</style>")
-    # The legend goes in a 16-pixel band added below the chart.
-    legend = "".join(
-        f'<rect x="{70 + 150 * i}" y="324" width="14" height="4" fill="{PALETTE[i % len(PALETTE)]}"/>'
-        f'<text x="{88 + 150 * i}" y="330" class="tick">{html.escape(m)}</text>'
-        for i, m in enumerate(methods))
-    svg = svg.replace('height="320" viewBox="0 0 640 320"', 'height="336" viewBox="0 0 640 336"', 1)
-    head, _, rest = svg.partition(">")
-    return head + ">" + style + rest.removesuffix("</svg>") + legend + "</svg>"
+    return charts_.figure_spec(collected, chart, methods)
 
 
 def headline_json(results: list[TaskResult]) -> dict[str, dict[str, float]]:
@@ -1173,10 +952,11 @@ def main() -> None:
     p.add_argument("--data-dir", type=Path, default=paths.DATA, help="root of eval/, plots/, checkpoints/")
     p.add_argument("--out-dir", type=Path, default=paths.REPORTS, help="where the report is written")
     p.add_argument("--no-mlflow", action="store_true", help="do not log the report to MLflow")
-    p.add_argument("--figure", metavar="SOURCE:KEY", help="write one chart as a standalone SVG "
-                   "instead (e.g. heldout:arith/pass@1 or train:reward), with --methods and --out")
+    p.add_argument("--figure", metavar="SOURCE:KEY", help="write one chart instead (e.g. "
+                   "heldout:arith/pass@1 or train:reward), with --methods and --out")
     p.add_argument("--methods", nargs="+", default=None, help="methods drawn in --figure")
-    p.add_argument("--out", type=Path, default=None, help="SVG file written by --figure")
+    p.add_argument("--out", type=Path, default=None, help="file written by --figure: .html (a page "
+                   "that draws the chart offline; its menu exports SVG or PNG) or .json (the Vega-Lite spec)")
     p.add_argument("--readme", type=Path, default=None, help="rewrite the results and claims sections "
                    "of this file (README.md) from the metrics under --data-dir (and studies/) instead")
     args = p.parse_args()
@@ -1188,9 +968,10 @@ def main() -> None:
     if args.figure:
         if not args.methods or args.out is None:
             p.error("--figure needs --methods and --out")
-        from core.io import write_text
-
-        write_text(args.out, figure(collect(args.data_dir), args.figure, args.methods))
+        if args.out.suffix not in charts_.FIGURE_SUFFIXES:
+            p.error(f"--out {args.out}: write .html (a page that draws the chart offline; its menu "
+                    "exports SVG or PNG) or .json (the Vega-Lite spec)")
+        charts_.write_figure(args.out, figure(collect(args.data_dir), args.figure, args.methods))
         print(f"wrote {args.out}")
         return
     agg = report(load(args.params, preset=args.preset), args.out_dir, args.data_dir,

@@ -146,14 +146,32 @@ def test_summary_markdown_keeps_the_headline_table(built) -> None:
     assert "## Collapse events" in summary and "reward_hacking" in summary
 
 
-def chart_titles(page: str) -> tuple[list[str], list[str]]:
-    svgs = re.findall(r"<svg class=\"chart\".*?</svg>", page, flags=re.DOTALL)
-    return svgs, [re.search(r'aria-label="([^"]+)"', s).group(1) for s in svgs]
+def page_specs(page: str) -> list[dict]:
+    """The Vega-Lite specs embedded in the page (flows/charts.py), in page order."""
+    found = re.findall(r"<script type='application/json' class='vl-spec'>(.*?)</script>", page, flags=re.DOTALL)
+    return [json.loads(s) for s in found]
+
+
+def chart_titles(page: str) -> tuple[list[dict], list[str]]:
+    """The curve charts' specs and titles (the per-seed charts under the tables have no title)."""
+    specs = [s for s in page_specs(page) if "title" in s]
+    return specs, [s["title"] for s in specs]
+
+
+def spec_runs(spec: dict) -> list[tuple[str, int]]:
+    """(method, seed) of every line a chart draws."""
+    return [(r["method"], r["seed"]) for r in spec["data"]["values"]]
+
+
+def spec_events(spec: dict) -> list[dict]:
+    """The collapse events a chart marks (its dashed rules)."""
+    return [r for layer in spec.get("layer", []) if layer["mark"]["type"] == "rule" and "data" in layer
+            for r in layer["data"]["values"] if "kind" in r]
 
 
 def test_curves_overlay_every_method_with_collapse_markers(built) -> None:
     _, _, page = built
-    svgs, titles = chart_titles(page)
+    specs, titles = chart_titles(page)
     # The headline held-out curve first (every method of the task overlaid), then each method's
     # reward on its own axis (rewards are on incompatible scales), then the overlaid diagnostics.
     assert titles[0] == "held-out arith/pass@1 (arith)"
@@ -164,27 +182,35 @@ def test_curves_overlay_every_method_with_collapse_markers(built) -> None:
     assert after[:2] == ["train: entropy", "train: completion_length"]
     assert "held-out: arith/pass@1" not in titles  # drawn once, as the headline curve
     assert not any(t.startswith("held-out: train/") or t.endswith("/n") for t in titles)
-    reward = svgs[titles.index("rlvr: train reward")]
-    assert len(re.findall(r'<g class="(m\d+)" opacity', reward)) == 2  # one method, one line per seed
-    entropy = svgs[titles.index("train: entropy")]
+    reward = specs[titles.index("rlvr: train reward")]
+    assert spec_runs(reward) == [("rlvr", 0), ("rlvr", 1)]  # one method, one line per seed
+    entropy = specs[titles.index("train: entropy")]
     # every trained method (base has no curve) on the same chart; rlvr once per seed
-    classes = re.findall(r'<g class="(m\d+)" opacity', entropy)
-    assert len(classes) == 5 and len(set(classes)) == 4
-    markers = re.findall(r'<g class="m\d+ event"><title>([^<]*)</title>.*?class="event-label"[^>]*>(\w+)<',
-                         entropy)
-    assert sorted(kind for _, kind in markers) == ["entropy", "reward_hacking"]
-    assert any("rlme_long seed 0: reward_hacking collapse at step 20" in tip for tip, _ in markers)
-    legend = re.findall(r"<label><input type='checkbox' checked data-cls='(m\d+)'>.*?</span>([^<]+)</label>",
-                        page)
-    assert [name for _, name in legend] == ["rlvr", "random", "rlme_long", "rlvrr_direct"]
+    runs = spec_runs(entropy)
+    assert len(runs) == 5 and len({m for m, _ in runs}) == 4
+    markers = spec_events(entropy)
+    assert sorted(e["kind"] for e in markers) == ["entropy", "reward_hacking"]
+    assert any("rlme_long seed 0: reward_hacking collapse at step 20" in e["tip"] for e in markers)
+    assert [e["step"] for e in markers if e["kind"] == "entropy"] == [30]
+    legend = re.findall(r"<label><input type='checkbox' checked data-method='([^']+)'>", page)
+    assert legend == ["rlvr", "random", "rlme_long", "rlvrr_direct"]
     collapse = as_dicts(parse_tables(page)["Collapse events"])
     assert collapse["rlvr"]["step"] == "30" and collapse["rlme_long"]["kind"] == "reward_hacking"
+
+
+def without_bundle(page: str) -> str:
+    """The page less the inlined Vega scripts (library code: its words are not the report's)."""
+    return re.sub(r"<script>/\* vega[\w-]* [\w.-]+ \*/.*?</script>", "", page, flags=re.DOTALL)
 
 
 def test_the_page_is_self_contained(built) -> None:
     _, _, page = built
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)
     assert "<link" not in page and "@import" not in page
+    # The charts draw with the Vega bundle inlined, not fetched.
+    assert not re.search(r"<script[^>]*\bsrc\s*=", page) and "cdn.jsdelivr" not in page
+    assert [m for m in ("vega", "vega-lite", "vega-embed") if f"<script>/* {m} " in page] == [
+        "vega", "vega-lite", "vega-embed"]
 
 
 def test_missing_files_are_noted_not_fatal(tmp_path) -> None:
@@ -206,9 +232,10 @@ def test_missing_files_are_noted_not_fatal(tmp_path) -> None:
     assert "rlvr/seed0: evaluated but no curves" in notes
     assert "late/seed0: nothing to report yet" in notes
     assert "base/metrics.json: unreadable" in notes
-    svgs, titles = chart_titles(page)
+    specs, titles = chart_titles(page)
     assert "random: train reward" in titles  # random's curves are drawn
-    assert all('opacity="1.0"' in s for s, t in zip(svgs, titles) if t.startswith("train: "))
+    # each method's only seed is drawn solid
+    assert all(r["first"] for s, t in zip(specs, titles) if t.startswith("train: ") for r in s["data"]["values"])
 
 
 def test_an_empty_data_folder_gives_an_empty_report(tmp_path) -> None:
@@ -234,7 +261,7 @@ def test_hostile_values_are_skipped_and_escaped(tmp_path) -> None:
     page = (out / "index.html").read_text()
     assert "<script>alert" not in page and "&lt;script&gt;" in page and "<b>x</b>" not in page
     assert "weird&lt;name&gt;" in page and "weird<name>" not in page
-    assert not re.search(r"\b(nan|inf|infinity)\b", page, flags=re.IGNORECASE)
+    assert not re.search(r"\b(nan|inf|infinity)\b", without_bundle(page), flags=re.IGNORECASE)
     assert math.isfinite(agg["weird<name>"]["arith/pass@1"]["mean"])
 
 
@@ -244,14 +271,15 @@ def test_report_without_mlflow_uses_the_given_folders(tmp_path) -> None:
     assert (tmp_path / "out" / "index.html").exists() and "rlvr" in agg
 
 
-def test_figure_draws_only_the_named_methods_as_a_standalone_svg(tmp_path) -> None:
+def test_figure_draws_only_the_named_methods_as_a_vega_lite_spec(tmp_path) -> None:
     collected = rep.collect(make_data(tmp_path))
-    svg = rep.figure(collected, "heldout:arith/pass@1", ["rlvr", "rlme_long"])
-    assert svg.startswith("<svg") and svg.endswith("</svg>") and "<style>" in svg  # styles inlined
-    lines = re.findall(r'<g class="(m\d+)" opacity="[^"]+"><title>([^<]+)</title>', svg)
-    assert sorted(t for _, t in lines) == ["rlme_long seed 0", "rlvr seed 0", "rlvr seed 1"]
-    assert "reward_hacking" in svg and "entropy" in svg  # both methods' collapse markers
-    assert "random" not in svg and "rlvrr_direct" not in svg
+    spec = rep.figure(collected, "heldout:arith/pass@1", ["rlvr", "rlme_long"])
+    assert spec["$schema"].endswith("/vega-lite/v5.json") and spec["title"] == "held-out: arith/pass@1"
+    assert sorted(spec_runs(spec)) == [("rlme_long", 0), ("rlvr", 0), ("rlvr", 1)]
+    assert sorted(e["kind"] for e in spec_events(spec)) == ["entropy", "reward_hacking"]  # both methods'
+    line = next(layer for layer in spec["layer"] if layer["mark"]["type"] == "line")
+    assert line["encoding"]["color"]["legend"] is not None  # a standalone figure carries its legend
+    assert "random" not in json.dumps(spec) and "rlvrr_direct" not in json.dumps(spec)
     with pytest.raises(LookupError, match="nope"):
         rep.figure(collected, "heldout:arith/pass@1", ["rlvr", "nope"])
     with pytest.raises(ValueError, match="expected train:<key>"):
@@ -330,7 +358,7 @@ def test_the_report_opens_with_the_headline_table_and_the_best_marked(tmp_path) 
     page = (out / "index.html").read_text()
     assert sections(page) == ["result", "claims", "curves", "benchmarks", "collapse", "alarms", "diagnostics"]
     head, _, _ = page.partition("<section id='curves'>")
-    assert "<svg class=\"chart\"" not in head  # no chart before the answer
+    assert "<figure class='vl'" not in head  # no curve before the answer (only the per-seed dots)
     # The answer first (issue: the first screen says which method won), then the science section
     # opens with the papers' claims.
     assert "id='headline-arith'" in first_table(page)

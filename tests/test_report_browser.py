@@ -1,7 +1,8 @@
 """The report as a reader sees it: `python -m flows.report` on a synthetic data folder, rendered by
-headless Chromium (screenshot not blank, the answer on the first screen, every method in the
-rendered tables), and the report folder logged to MLflow; `dvc plots show` rendered offline with
-the repository's template. Skips only when no Chromium binary exists (`.ci/run` installs one)."""
+headless Chromium with the network cut off (screenshot not blank, the answer on the first screen,
+every method in the rendered tables, every Vega-Lite chart drawn by the inlined vega-embed), and
+the report folder logged to MLflow; `dvc plots show` rendered offline with the repository's
+template. Skips only when no Chromium binary exists (`.ci/run` installs one)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,12 @@ def chromium(binary: str, profile: Path, *args: str, timeout: float = 120) -> su
     cmd = [binary, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
            "--no-first-run", "--disable-extensions", f"--user-data-dir={profile}", *args]
     return subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout)
+
+
+# No network: every connection goes to a closed port and no name resolves; the virtual-time budget
+# lets the page's scripts (vega-embed drawing the charts) finish before the dump or screenshot.
+OFFLINE = ("--disable-background-networking", "--proxy-server=127.0.0.1:9",
+           "--host-resolver-rules=MAP * ~NOTFOUND", "--virtual-time-budget=15000")
 
 
 def pixel_stats(png: bytes) -> tuple[float, float]:
@@ -98,29 +105,41 @@ def built(tmp_path_factory):
 
 
 ALARMS = "Collapse alarms: how often they are right"
+# The alarms' tables under their label's heading (flows/report.py, alarms_html).
+ALARM_LABELS = ("Against a label no alarm reads (the test split)", "Against the lab detector's own held-out rule")
 
 
 def test_report_renders_in_headless_chromium(browser, built, tmp_path) -> None:
     root, _ = built
     page = (root / "reports" / "index.html").resolve()
     shot = tmp_path / "report.png"
-    r = chromium(browser, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1280,1800",
+    r = chromium(browser, tmp_path / "profile", *OFFLINE, f"--screenshot={shot}", "--window-size=1280,1800",
                  page.as_uri())
     assert shot.exists() and shot.stat().st_size > 5000, r.stderr[-2000:]
     variance, inked = pixel_stats(shot.read_bytes())
     assert variance > 100 and inked > 0.02, (variance, inked)  # text, tables and charts drawn
 
-    dom = chromium(browser, tmp_path / "profile", "--dump-dom", page.as_uri()).stdout
+    dom = chromium(browser, tmp_path / "profile", *OFFLINE, "--dump-dom", page.as_uri()).stdout
     tables = parse_tables(dom)
     methods = {"base", *METRICS}
-    # Every table lists methods, but three: the collapse events, the claims (a row per claim) and
-    # the collapse alarms' error rates (a row per alarm).
-    per_row = {"Collapse events": "events", "The papers' claims": "claims", ALARMS: "alarms"}
+    # Every table lists methods, but these: the collapse events, the claims (a row per claim) and
+    # the collapse alarms' error rates (a row per alarm; against the independent label and against
+    # the detector's own rule when the runs have the independent label, else one table).
+    alarm_tables = [c for c in (ALARMS, *ALARM_LABELS) if c in tables]
+    per_row = {"Collapse events", "The papers' claims", *alarm_tables}
     listed = {name for caption, rows in tables.items() if caption not in per_row for name in as_dicts(rows)}
     assert listed == methods, (listed, sorted(tables))
-    assert set(as_dicts(tables[ALARMS])) == set(alarms.TITLES.values())
+    assert alarm_tables and all(set(as_dicts(tables[c])) == set(alarms.TITLES.values()) for c in alarm_tables)
     assert set(as_dicts(tables["arith"])) == {"base", "rlvr", "random", "rlme_long"}
-    assert dom.count('class="chart"') >= 4 and "reward_hacking" in dom
+    # Every chart drawn offline by the inlined vega-embed (an <svg> of marks in each figure), none
+    # failed; the collapse markers' labels are drawn text of the charts.
+    figures = re.findall(r'<figure class="vl[^"]*".*?</figure>', dom, flags=re.DOTALL)
+    assert len(figures) >= 8, len(figures)
+    assert all('class="vl-view' in f and "drawn" in f.split(">", 1)[0] and re.search(r'<svg[^>]*class="marks"', f)
+               for f in figures), [f[:200] for f in figures if "drawn" not in f.split(">", 1)[0]][:3]
+    assert not any("failed" in f.split(">", 1)[0] for f in figures)
+    drawn_text = " ".join(re.findall(r"<text[^>]*>([^<]*)</text>", dom))
+    assert "reward_hacking" in drawn_text and "GRPO step" in drawn_text
 
 
 def test_the_first_screen_answers_which_method_won(browser, built, tmp_path) -> None:
@@ -128,12 +147,16 @@ def test_the_first_screen_answers_which_method_won(browser, built, tmp_path) -> 
     root, _ = built
     page = (root / "reports" / "index.html").resolve()
     shot = tmp_path / "first_screen.png"
-    chromium(browser, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1280,900", page.as_uri())
+    chromium(browser, tmp_path / "profile", *OFFLINE, f"--screenshot={shot}", "--window-size=1280,900",
+             page.as_uri())
     assert shot.exists() and shot.stat().st_size > 5000
-    # What lies above the fold, by layout: the rendered page's elements with their offsets.
+    # What lies above the fold, by layout: the rendered page's elements with their offsets. The
+    # probe goes before the page's own last </body> (the inlined Vega scripts contain the string).
     probe = tmp_path / "probe.html"
-    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", _PROBE + "</body>"), encoding="utf-8")
-    dom = chromium(browser, tmp_path / "profile", "--window-size=1280,900", "--dump-dom",
+    text = page.read_text(encoding="utf-8")
+    end = text.rindex("</body>")
+    probe.write_text(text[:end] + _PROBE + text[end:], encoding="utf-8")
+    dom = chromium(browser, tmp_path / "profile", *OFFLINE, "--window-size=1280,900", "--dump-dom",
                    probe.as_uri()).stdout
     tops = dict(re.findall(r"<li data-probe=\"([^\"]+)\">(-?\d+)</li>", dom))
     assert set(tops) >= {"provenance", "smoke", "headline-arith", "best"}, tops
@@ -141,6 +164,34 @@ def test_the_first_screen_answers_which_method_won(browser, built, tmp_path) -> 
     assert "arith: pass@1" in dom
     assert re.search(r'<tr class="best" data-method="rlvr"><td>.*?</td><td><span class="mark"[^>]*>★ </span>'
                      r'0\.500 ± 0\.100</td>', dom)
+
+
+def test_unticking_a_method_hides_its_lines_in_the_charts(browser, built, tmp_path) -> None:
+    """The legend's checkbox reaches the drawn charts: rlvr's two seeds leave the entropy chart."""
+    root, _ = built
+    text = (root / "reports" / "index.html").read_text(encoding="utf-8")
+    end = text.rindex("</body>")
+    probe = tmp_path / "untick.html"
+    probe.write_text(text[:end] + _UNTICK + text[end:], encoding="utf-8")
+    dom = chromium(browser, tmp_path / "profile", *OFFLINE, "--dump-dom", probe.as_uri()).stdout
+    counts = re.search(r'<pre id="untick">before (\d+) after (\d+)</pre>', dom)
+    assert counts, dom[-2000:]
+    assert (int(counts.group(1)), int(counts.group(2))) == (5, 3)  # 4 methods, rlvr with 2 seeds
+
+
+# Counts the entropy chart's drawn lines, unticks rlvr in the legend, counts again.
+_UNTICK = """<pre id="untick"></pre><script>
+function lines() {
+  return document.querySelectorAll('figure[aria-label="train: entropy"] svg.marks g.mark-line path').length;
+}
+setTimeout(function () {
+  var before = lines(), box = document.querySelector('.legend input[data-method="rlvr"]');
+  box.checked = false;
+  box.dispatchEvent(new Event('change'));
+  setTimeout(function () { document.getElementById('untick').textContent = 'before ' + before + ' after ' + lines(); },
+             1500);
+}, 3000);
+</script>"""
 
 
 # Appends, after rendering, each element's distance from the page top (in CSS pixels).
@@ -179,8 +230,7 @@ def test_dvc_plots_show_renders_offline(browser, tmp_path) -> None:
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     html = (work / "out" / "index.html").read_text(encoding="utf-8")
     assert "cdn.jsdelivr" not in html and not re.search(r"<script[^>]*src=", html)
-    offline = ("--proxy-server=127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND",
-               "--virtual-time-budget=10000")
+    offline = OFFLINE
     page = (work / "out" / "index.html").as_uri()
     dom = chromium(browser, tmp_path / "profile", *offline, "--dump-dom", page).stdout
     top_level = ("held-out arith pass@1", "held-out facts coverage", "held-out pairs outcome_acc",
