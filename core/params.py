@@ -96,6 +96,10 @@ class FactsWorld(Strict):
     # times. 0 = none.
     dump_frac: float = Field(default=0.0, ge=0, le=1)
     dump_repeats: int = Field(default=2, ge=1)
+    # Fewest attributes of an entity (of the four; world/facts.py `make_entity`): longer tables.
+    min_keys: int = Field(default=2, ge=1, le=4)
+    # Values per attribute, said as one ordered list: key points of several ordered keywords.
+    values_per_fact: int = Field(default=1, ge=1, le=8)
 
 
 class PairsWorld(Strict):

@@ -29,19 +29,24 @@ def dump_pays_direct() -> dict:
     beats the complete description under direct matching (the shortcut pays even a policy that
     can write it).
 
+    Measured in the claim's setting: the fact tables and dumps of the `keyword_dump` preset's
+    world (`world.facts.min_keys`, `values_per_fact`, `dump_repeats`).
+
     `value` is reward(dump) − reward(half description) under direct matching; holds iff > 0.
     """
-    from core.params import SynthesizeConfig
+    from core.params import SynthesizeConfig, load
     from rewards.rlvrr import RlvrrReward
     from synthesis import synthesize, write_components
     from world import facts
 
-    kw = dict(drop_frac=0.0, wrong_style_frac=0.0)
+    setting = load(preset="keyword_dump").world.facts
+    tables = dict(min_keys=setting.min_keys, values_per_fact=setting.values_per_fact)
+    kw = dict(drop_frac=0.0, wrong_style_frac=0.0, **tables)
     faithful = facts.generate(random.Random(PROBE_SEED), PROBE_ROWS, "train", **kw)
     dumps = facts.generate(random.Random(PROBE_SEED), PROBE_ROWS, "train", **kw, dump_frac=1.0,
-                           dump_rng=random.Random(PROBE_SEED + 1))
+                           dump_repeats=setting.dump_repeats, dump_rng=random.Random(PROBE_SEED + 1))
     partial = facts.generate(random.Random(PROBE_SEED), PROBE_ROWS, "train", drop_frac=0.5,
-                             wrong_style_frac=0.0)
+                             wrong_style_frac=0.0, **tables)
     components, stats = synthesize(faithful, SynthesizeConfig())
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "facts_train.jsonl"
@@ -58,7 +63,8 @@ def dump_pays_direct() -> dict:
     value = got["direct", "dump"] - got["direct", "half"]
     detail = ("RLVRR reward under direct matching: dump {:.3f}, half description {:.3f}, complete "
               "{:.3f}; under ordered LCS: dump {:.3f}, half {:.3f}, complete {:.3f} ({} seeded "
-              "world prompts)").format(got["direct", "dump"], got["direct", "half"],
-                                       got["direct", "complete"], got["ordered", "dump"],
-                                       got["ordered", "half"], got["ordered", "complete"], PROBE_ROWS)
+              "world prompts, keyword_dump's tables: min_keys {}, values_per_fact {})").format(
+                  got["direct", "dump"], got["direct", "half"], got["direct", "complete"],
+                  got["ordered", "dump"], got["ordered", "half"], got["ordered", "complete"],
+                  PROBE_ROWS, setting.min_keys, setting.values_per_fact)
     return {"value": value, "holds": value > 0, "detail": detail}

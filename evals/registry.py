@@ -16,6 +16,7 @@ when it loads.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -83,10 +84,45 @@ def score_arith_ref(row: dict, samples: list[str], greedy: str) -> dict:
             "separated": float(np.mean([sep in s for s in samples]))}
 
 
+# A sample is a keyword dump when at least this share of its words are facts or the entity's name.
+DUMP_SHARE = 0.8
+
+
+def is_dump(text: str, gold_facts: list[str], name: str | None = None) -> bool:
+    """Whether a facts sample is a keyword dump (paper 002 Table 3's shortcut; world/facts.py
+    `keyword_dump`): it says at least two of its gold facts (every one, when the row has only
+    one), and at least `DUMP_SHARE` of its
+    words (lower-case letter runs, as `coverage` reads them) are gold facts or the entity's name,
+    so it has (almost) no connecting text. A description joins each fact with words of its own
+    ("It lives in the ..."), which keeps the share near a half or below; repeats and order do not
+    matter.
+
+    >>> gold = ["fox", "red", "forest"]
+    >>> is_dump("fox, fox, Zorb, Zorb, forest, forest, red, red.", gold, "Zorb")
+    True
+    >>> is_dump("Zorb is a fox. It is red. It lives in the forest.", gold, "Zorb")
+    False
+    >>> is_dump("- fox\\n- red", gold), is_dump("fox.", gold), is_dump("", gold)
+    (True, False, False)
+    >>> is_dump("Mip, Mip, crab, crab.", ["crab"], "Mip"), is_dump("Mip is a crab.", ["crab"], "Mip")
+    (True, False)
+    """
+    words = re.findall(r"[a-z]+", text.lower())
+    keys = {g.lower() for g in gold_facts} | ({name.lower()} if name else set())
+    said = {w for w in words if w in keys} - ({name.lower()} if name else set())
+    need = min(2, len({g.lower() for g in gold_facts}))
+    return bool(words) and len(said) >= need and sum(w in keys for w in words) >= DUMP_SHARE * len(words)
+
+
 def score_facts(row: dict, samples: list[str], greedy: str) -> dict:
+    """Coverage and style of the samples, and `dump_rate`: the share of them that are keyword
+    dumps (`is_dump`; the entity's name read from the prompt's `name=` fact)."""
+    found = re.search(r"name=(\w+)", row["prompt"])
+    name = found.group(1) if found else None
     return {"coverage": float(np.mean([coverage(s, row["gold_facts"]) for s in samples])),
             "style_adherence": float(np.mean([style_ok(s, row["style"]) for s in samples])),
-            "greedy_coverage": coverage(greedy, row["gold_facts"])}
+            "greedy_coverage": coverage(greedy, row["gold_facts"]),
+            "dump_rate": float(np.mean([is_dump(s, row["gold_facts"], name) for s in samples]))}
 
 
 BENCHMARKS: dict[str, Benchmark | ExternalBenchmark] = {

@@ -206,6 +206,66 @@ def test_a_keyword_dump_pays_under_direct_matching_not_under_ordered_lcs(tmp_pat
     assert full["ordered", "faithful"] > full["ordered", "partial"] > full["ordered", "dump"]
 
 
+def test_ordered_fact_lists_are_opt_in_and_give_key_points_several_ordered_keywords(ci_world, tmp_path):
+    """`world.facts.min_keys` and `values_per_fact` (paper 002's setting: key points of several
+    ordered keywords, long tables): at their defaults the world draws what it always drew; on,
+    every table is full, each attribute says its values as one ordered list, and the rule
+    backend's key points hold those values as ordered keywords."""
+    from synthesis import synthesize
+
+    kw = dict(drop_frac=0.35, wrong_style_frac=0.3, dump_frac=0.2)
+    assert facts.generate(random.Random(1), 300, "train", **kw, dump_rng=random.Random(2)) == \
+        facts.generate(random.Random(1), 300, "train", **kw, dump_rng=random.Random(2), min_keys=2,
+                       values_per_fact=1)
+    p = load(preset="keyword_dump").world.facts
+    assert (p.min_keys, p.values_per_fact) == (4, 2) and load().world.facts.values_per_fact == 1
+    rows = facts.generate(random.Random(1), 40, "train", drop_frac=0.0, wrong_style_frac=0.0,
+                          min_keys=p.min_keys, values_per_fact=p.values_per_fact)
+    for r in rows:
+        assert len(r["gold_facts"]) == 1 + 4 * 2 and len(set(r["gold_facts"][1:])) == 8
+        assert facts.coverage(r["references"][0], r["gold_facts"]) == 1.0
+    components, _ = synthesize(rows, SynthesizeConfig())
+    assert len(components) == len(rows)
+    per_fact = [k for c in components for k in c.keywords[1:]]  # after "<name> is a <kind>."
+    assert statistics.mean(len(k) for k in per_fact) >= 1.9
+    for c, r in zip(components, rows):  # each fact's keywords are its values, in table order
+        assert [w for k in c.keywords[1:] for w in k] == r["gold_facts"][1:]
+    # Only the facts files change; the role pool and every other family stay as they were.
+    generate_world(world_with(facts={"min_keys": 4, "values_per_fact": 2}), tmp_path)
+    assert changed_files(ci_world, tmp_path) == {"facts_train.jsonl", "facts_val.jsonl",
+                                                  "facts_test.jsonl"}
+    # keyword_dump's completions may be as long as its references and dumps.
+    assert load(preset="keyword_dump").method_grpo("rlvrr_direct").max_completion_length == 128
+
+
+def test_dump_rate_counts_exactly_the_keyword_dumps():
+    """`facts/dump_rate` (evals/registry.py `is_dump`): on a world's demonstrations it is the share
+    that are dumps, in the default tables and keyword_dump's; no reference is a dump."""
+    from evals.registry import score_facts
+
+    for tables in ({}, {"min_keys": 4, "values_per_fact": 2}):
+        kw = dict(drop_frac=0.35, wrong_style_frac=0.3, **tables)
+        plain = facts.generate(random.Random(1), 600, "train", **kw)
+        dumped = facts.generate(random.Random(1), 600, "train", **kw, dump_frac=0.2,
+                                dump_rng=random.Random(2))
+        truth = [d["demonstration"] != p["demonstration"] for p, d in zip(plain, dumped)]
+        measured = [score_facts(r, [r["demonstration"]], "")["dump_rate"] for r in dumped]
+        assert measured == [float(t) for t in truth] and 0.15 < statistics.mean(truth) < 0.25
+        assert all(score_facts(r, r["references"], "")["dump_rate"] == 0.0 for r in dumped)
+
+
+def test_the_dump_precondition_is_probed_in_keyword_dumps_setting():
+    """evals/preconditions.py `dump_pays_direct`: with keyword_dump's tables, direct matching pays
+    a dump more than an honest half description and ordered LCS pays it less."""
+    from evals.preconditions import dump_pays_direct
+
+    probe = dump_pays_direct()
+    assert probe["holds"] is True and probe["value"] > 0.05
+    assert "min_keys 4, values_per_fact 2" in probe["detail"]
+    ordered = re.search(r"under ordered LCS: dump ([\d.]+), half ([\d.]+)", probe["detail"])
+    assert float(ordered.group(1)) < float(ordered.group(2))
+
+
 # --- arith_ref: a chain of thought, a separator, a long reference answer (paper 003) -----------------
 
 REF_SIZES = {"n_train": 300, "n_val": 10, "n_test": 20}

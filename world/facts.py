@@ -17,6 +17,13 @@ matching gives it full content marks; LCS divides by the longer keyword sequence
 halve it (at 2; RLVRR scores each key point alone, so the order across facts costs nothing there);
 and in-order `coverage`, the task's truth, sees a random order (about 0.66 where the default
 demonstrations have 0.73 and a complete description 1.0).
+
+Two opt-in settings give the LCS an order to reward (paper 002 Table 3's setting: key points of
+several ordered keywords) and make the dump the cheaper route: `values_per_fact` > 1 gives each
+attribute that many distinct values in table order, said as one comma-separated list ("It eats
+berries, fish, seeds."), so a fact's key point holds several keywords whose order the references
+share and a dump shuffles; `min_keys` (up to all four attributes) makes the tables longer. At 1
+and 2 (the defaults) the world draws exactly what it always drew.
 """
 
 from __future__ import annotations
@@ -96,6 +103,24 @@ def coverage(text: str, gold_facts: list[str]) -> float:
     return prev[-1] / len(gold)
 
 
+def fact_values(entity: dict, key: str) -> list[str]:
+    """The values of one attribute in table order (one unless `values_per_fact` > 1).
+
+    >>> fact_values({"food": "berries, fish"}, "food")
+    ['berries', 'fish']
+    """
+    return entity[key].split(", ")
+
+
+def gold_facts(entity: dict) -> list[str]:
+    """The facts a description should say, in table order: the kind, then every value.
+
+    >>> gold_facts({"kind": "fox", "keys": ["color", "food"], "color": "red", "food": "nuts, fish"})
+    ['fox', 'red', 'nuts', 'fish']
+    """
+    return [entity["kind"]] + [v for k in entity["keys"] for v in fact_values(entity, k)]
+
+
 def keyword_dump(rng: random.Random, entity: dict, style: str, repeats: int) -> str:
     """The entity's name and facts as bare words in a random order, each said `repeats` times
     in a row, in the requested layout (bullet lines, or one comma-separated line).
@@ -104,17 +129,30 @@ def keyword_dump(rng: random.Random, entity: dict, style: str, repeats: int) -> 
     ...                                 "color": "red"}, "sentences", 2)
     'fox, fox, red, red, Zorb, Zorb.'
     """
-    words = [entity["name"], entity["kind"]] + [entity[k] for k in entity["keys"]]
+    words = [entity["name"]] + gold_facts(entity)
     said = [w for w in rng.sample(words, len(words)) for _ in range(repeats)]
     return render(said, style) if style == "bullets" else ", ".join(said) + "."
 
 
-def make_entity(rng: random.Random) -> dict:
+def make_entity(rng: random.Random, *, min_keys: int = 2, values_per_fact: int = 1) -> dict:
+    """An entity and its attributes (in `ORDER`), each holding `values_per_fact` distinct values
+    (said as one comma-separated list, in the order drawn).
+
+    An attribute is kept when it is in a fresh draw of `n_keys` of the four, n_keys from
+    `min_keys` to 4 (the world of record's rule, so an entity may keep fewer than `min_keys`);
+    at `min_keys` 4 every draw is all four and every table full."""
+    if not 1 <= min_keys <= len(ORDER):
+        raise ValueError(f"min_keys must be in [1, {len(ORDER)}], got {min_keys}")
+    if not 1 <= values_per_fact <= min(len(v) for v in ATTRS.values()):
+        raise ValueError(f"values_per_fact must be in [1, {min(len(v) for v in ATTRS.values())}], "
+                         f"got {values_per_fact}")
     entity = {"name": rng.choice(NAMES), "kind": rng.choice(KINDS)}
-    n_keys = rng.randint(2, 4)
+    n_keys = rng.randint(min_keys, len(ORDER))
     entity["keys"] = [k for k in ORDER if k in rng.sample(ORDER, n_keys)]
     for k in entity["keys"]:
-        entity[k] = rng.choice(ATTRS[k])
+        # One value is drawn as the world always drew it, so the defaults keep every row.
+        entity[k] = (rng.choice(ATTRS[k]) if values_per_fact == 1
+                     else ", ".join(rng.sample(ATTRS[k], values_per_fact)))
     return entity
 
 
@@ -126,20 +164,23 @@ def prompt_text(entity: dict, style: str) -> str:
 
 def generate(rng: random.Random, n: int, split: str, *, drop_frac: float,
              wrong_style_frac: float, dump_frac: float = 0.0, dump_repeats: int = 2,
-             dump_rng: random.Random | None = None) -> list[dict]:
+             dump_rng: random.Random | None = None, min_keys: int = 2,
+             values_per_fact: int = 1) -> list[dict]:
     """Rows of the `facts` family for one split (schema in world/README.md).
 
     A demonstration is a `keyword_dump` with probability `dump_frac`, drawn from `dump_rng`:
     `rng` draws the same entities, references and faithful demonstrations whatever `dump_frac` is.
+    `min_keys` and `values_per_fact` shape the fact tables (`make_entity`; the defaults are the
+    world's tables of record).
     """
     if dump_frac > 0 and dump_rng is None:
         raise ValueError("dump_frac > 0 needs dump_rng")
     rows = []
     for i in range(n):
-        e = make_entity(rng)
+        e = make_entity(rng, min_keys=min_keys, values_per_fact=values_per_fact)
         style = rng.choice(sorted(STYLES))
         refs = [render(fact_sentences(e, v), style) for v in range(3)]
-        gold = [e["kind"]] + [e[k] for k in e["keys"]]
+        gold = gold_facts(e)
         # Demonstration: a paraphrase with some facts dropped and, sometimes, the wrong style.
         v = rng.randrange(3)
         sents = fact_sentences(e, v)

@@ -44,7 +44,8 @@ def generate_world(cfg, out_dir: str | Path) -> dict[str, int]:
             r, n, s, drop_frac=f.drop_frac if s == "train" else 0.0,
             wrong_style_frac=f.wrong_style_frac if s == "train" else 0.0,
             dump_frac=f.dump_frac if s == "train" else 0.0, dump_repeats=f.dump_repeats,
-            dump_rng=_rng(cfg.seed, "facts:dump", s))
+            dump_rng=_rng(cfg.seed, "facts:dump", s), min_keys=f.min_keys,
+            values_per_fact=f.values_per_fact)
     for split, n in (("train", p.n_train), ("val", p.n_val), ("test", p.n_test)):
         jobs[("pairs", split)] = lambda r, s=split, n=n: pairs.generate(
             r, n, s, min_ops=a.min_ops, max_ops=a.max_ops, max_value=a.max_value)
