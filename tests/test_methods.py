@@ -82,8 +82,11 @@ def test_rlme_template_is_the_one_the_base_model_learned(params):
     assert cfg.template == roles.EVALUATOR_TEMPLATE
     assert cfg.anchor_template == roles.ANCHOR_TEMPLATE
     assert cfg.questions[0].text == roles.Q_CORRECT
-    nocheat = params.method_config("rlme_nocheat")[1].questions[1].text
-    assert nocheat == roles.Q_PROCESS
+    # RLME-NoCheat REPLACES the outcome question with paper 000 §4.8's reasoning-process question,
+    # in its words, which the base of its study (preset hint_copier) learned in the evaluator rows.
+    nocheat = params.method_config("rlme_nocheat")[1].questions
+    assert [q.text for q in nocheat] == [roles.Q_REASONING]
+    assert load(preset="hint_copier").world.evaluator.process_question == roles.Q_REASONING
     concise = params.method_config("rlme_concise")[1].questions[1].text
     assert concise == roles.Q_SHORT
     assert params.reward.rlcer.rubricator_template == roles.RUBRICATOR_TEMPLATE
@@ -154,7 +157,13 @@ def test_world_writes_role_families(tmp_path):
     # the judge's minimal pairs: 2-3 rows per problem, labelled by the box against the gold answer
     judge = read_jsonl(tmp_path / "judge_train.jsonl")
     assert 2 * p.world.arith.n_train <= counts["judge_train"] == len(judge) <= 3 * p.world.arith.n_train
-    gold = {r["id"]: r["answer"] for r in read_jsonl(tmp_path / "arith_train.jsonl")}
+    # The judge's problems are the role pool's (world/generate.py `role_pool`, ids named like the
+    # train split's), drawn again from the policy families it excludes.
+    from world.generate import role_pool
+
+    made = {(f.stem, ""): read_jsonl(f) for f in tmp_path.glob("*.jsonl")
+            if f.stem.rsplit("_", 1)[0] in ("arith", "arith_cf", "facts", "pairs", "arith_ref")}
+    gold = {r["id"]: r["answer"] for r in role_pool(p.world, made)}
     for r in judge:
         answer = gold[r["id"].replace("judge", "arith", 1).rsplit("-", 1)[0]]
         boxed = r["prompt"].split("\nLength:")[0].endswith(f"\\boxed{{{answer}}}.")
