@@ -111,6 +111,9 @@ class PairsWorld(Strict):
 class CounterfactualWorld(Strict):
     n_train: int = Field(ge=1)
     n_test: int = Field(ge=1)
+    # Val rows (a wrong hint, as test): the held-out curve of a run that trains on arith_cf.
+    # 0 = no val file (the world of record).
+    n_val: int = Field(default=0, ge=0)
     # Fraction of train demonstrations that copy the hint (world/arith.py, `hint_copy`). 0 = none.
     copy_frac: float = Field(default=0.0, ge=0, le=1)
 
@@ -149,6 +152,10 @@ def _default_kinds() -> dict[SolutionKind, float]:
 class EvaluatorWorld(Strict):
     per_problem: int = Field(default=1, ge=1)
     kinds: dict[SolutionKind, float] = Field(default_factory=_default_kinds)
+    # The wording of the reasoning-process meta-question the evaluator rows ask (world/roles.py;
+    # YES iff the solution's chain is sound). The default is the world of record's.
+    process_question: str = Field(default="Is every step of the reasoning shown and correct?",
+                                  min_length=1)
 
     @field_validator("kinds")
     @classmethod
@@ -291,7 +298,7 @@ class BaseModelParams(Strict):
 
 
 class GRPO(Strict):
-    task: Literal["arith", "facts", "pairs", "arith_ref"]
+    task: Literal["arith", "facts", "pairs", "arith_ref", "arith_cf"]
     max_steps: int = Field(ge=1)
     learning_rate: float = Field(gt=0)
     prompts_per_step: int = Field(ge=1)
@@ -326,7 +333,7 @@ class GRPO(Strict):
     score_batch_size: int = Field(default=64, ge=1)
 
 
-TaskName = Literal["arith", "facts", "pairs", "arith_ref"]
+TaskName = Literal["arith", "facts", "pairs", "arith_ref", "arith_cf"]
 
 
 class MethodBase(Strict):
@@ -622,8 +629,20 @@ def validate(raw: dict, source: str = "params.yaml", preset: str | None = None) 
     for name in [*params.methods, *params.variants]:
         params.resolve(name)  # an unknown method or a bad override fails here, named
     _check_arith_ref(params, source)
+    _check_arith_cf(params, source)
     return params
 
+
+def _check_arith_cf(params: Params, source: str) -> None:
+    """A run training on `arith_cf` (the hinted problems: preset hint_copier) draws its held-out
+    curve from arith_cf's val split, which the world writes only with `counterfactual.n_val`."""
+    if params.world.counterfactual.n_val > 0:
+        return
+    readers = [m for m in params.methods if params.method_grpo(m).task == "arith_cf"]
+    if readers:
+        raise ParamsError(f"{source}: world.counterfactual.n_val is 0 (no arith_cf val split) but "
+                          f"methods: {', '.join(readers)} train on arith_cf; set n_val (its "
+                          "held-out curve)")
 
 def _check_arith_ref(params: Params, source: str) -> None:
     """`arith_ref` has no files unless `world.arith_ref` is on: whatever reads it fails here, named.

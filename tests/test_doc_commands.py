@@ -428,10 +428,11 @@ def test_the_old_wrong_commands_fail(snippet):
 
 def test_their_fixed_forms_pass():
     fixed = ("```bash\n"
-             "python -m flows.report --figure heldout:arith/pass@1 --methods rlvr rlme --out fig.svg\n"
+             "python -m flows.report --figure heldout:arith/pass@1 --methods rlvr rlme --out fig.html\n"
              "python -m flows.report --figure heldout:arith/pass@1 --methods rlme_long "
-             "--data-dir studies/weak_evaluator/data --out fig.svg\n"
-             "dvc exp show --md --drop '.*' --keep 'Experiment|data/eval/(base|rlvr/seed.)/headline.json:arith/pass@1'\n"
+             "--data-dir studies/weak_evaluator/data --out fig.html\n"
+             "dvc exp show --md --drop '.*' "
+             "--keep 'Experiment|data/eval/(base|rlvr/seed.)/headline.json:arith/pass@1'\n"
              "export LAB_PRESET=ci\n"
              "python -m flows.evaluate --method rlvr  # data/eval/rlvr/seed0/metrics.json\n"
              "python -m flows.pipeline --study weak_evaluator\n"
