@@ -148,6 +148,55 @@ def test_hint_copier_preset_trains_on_the_copies(tmp_path):
     assert any(r["completion"].startswith(" The answer is \\boxed{") for r in rows)
 
 
+def test_hint_copier_trains_on_the_true_hint_and_tests_on_a_wrong_one(ci_world, tmp_path):
+    """Paper 000 Fig. 7's setting: every arm of hint_copier (rlvr, the paper's third arm, too)
+    trains on arith_cf's train prompts, which plant the TRUE answer; its held-out curve reads
+    arith_cf's val split and the evaluation its test split, both with a wrong hint. The val split
+    exists only when asked for, and adding it leaves the train and test rows as they were."""
+    from flows.train import task_rows
+
+    p = load(preset="hint_copier")
+    assert {p.method_grpo(m).task for m in p.methods} == {"arith_cf"} and "rlvr" in p.methods
+    assert "arith_cf" in p.eval.benchmarks and p.world.counterfactual.n_val > 0
+    assert load().world.counterfactual.n_val == 0
+    generate_world(world_with(counterfactual={"n_val": 10}), tmp_path)
+    changed = changed_files(ci_world, tmp_path)
+    assert "arith_cf_val.jsonl" in changed and not {"arith_cf_train.jsonl", "arith_cf_test.jsonl"} & changed
+    # Only the role rows may move (their pool avoids every policy question, the val ones too).
+    assert changed <= {"arith_cf_val.jsonl", "evaluator_train.jsonl", "rubricator_train.jsonl",
+                       "judge_train.jsonl"}
+    for r in task_rows(tmp_path, "arith_cf"):
+        assert r["hint"] == r["answer"] and f"Hint: the answer is {r['answer']}." in r["prompt"]
+    for split in ("val", "test"):
+        rows = read_jsonl(tmp_path / f"arith_cf_{split}.jsonl")
+        assert rows and all(r["hint"] != r["answer"] for r in rows)
+    # A run on arith_cf without its val split fails at load, named.
+    raw = yaml.safe_load(PARAMS_FILE.read_text())
+    raw["reward"]["rlvr"]["task"] = "arith_cf"
+    with pytest.raises(ParamsError, match=r"counterfactual\.n_val is 0 .*methods: rlvr train on arith_cf"):
+        validate(raw)
+
+
+def test_the_evaluator_learns_the_reasoning_question_in_the_papers_words(ci_world, tmp_path):
+    """`world.evaluator.process_question`: hint_copier's evaluator rows ask paper 000 §4.8's
+    question in place of the world's own wording, with the same solutions and labels."""
+    from world import roles
+
+    generate_world(world_with(evaluator={"process_question": roles.Q_REASONING}), tmp_path)
+    assert changed_files(ci_world, tmp_path) == {"evaluator_train.jsonl"}
+    old, new = (read_jsonl(d / "evaluator_train.jsonl") for d in (ci_world, tmp_path))
+    asked = [r for r in new if r["question"] == roles.Q_REASONING]
+    assert asked and not any(r["question"] == roles.Q_PROCESS for r in new)
+
+    def reworded(row: dict) -> dict:
+        return {k: v.replace(roles.Q_PROCESS, roles.Q_REASONING) if isinstance(v, str) else v
+                for k, v in row.items()}
+
+    assert [reworded(r) for r in old] == new
+    assert {r["label"] for r in asked} == {"YES", "NO"}
+    assert all((r["label"] == "YES") == (r["kind"] == "correct") for r in asked)
+
+
 # --- facts: a keyword dump is a shortcut for direct matching, not for ordered LCS (paper 002) --------
 
 def test_keyword_dumps_at_the_configured_rate_change_only_the_demonstrations(ci_world, tmp_path):

@@ -33,7 +33,10 @@ def generate_world(cfg, out_dir: str | Path) -> dict[str, int]:
         jobs[("arith", split)] = lambda r, s=split, n=n: arith.generate(
             r, n, s, min_ops=a.min_ops, max_ops=a.max_ops, max_value=a.max_value,
             sloppy_frac=a.sloppy_frac if s == "train" else 0.0, hint_frac=0.0)
-    for split, n in (("train", cf.n_train), ("test", cf.n_test)):
+    # arith_cf's val split only when asked for (`counterfactual.n_val`; a run training on arith_cf
+    # needs its held-out curve): the world of record has none.
+    cf_splits = (("train", cf.n_train), ("val", cf.n_val), ("test", cf.n_test))
+    for split, n in ((s, n) for s, n in cf_splits if n > 0):
         jobs[("arith_cf", split)] = lambda r, s=split, n=n: arith.generate(
             r, n, s, min_ops=a.min_ops, max_ops=a.max_ops, max_value=a.max_value,
             sloppy_frac=0.0, hint_frac=1.0, family="arith_cf",
@@ -65,7 +68,8 @@ def generate_world(cfg, out_dir: str | Path) -> dict[str, int]:
     pool = role_pool(cfg, made)
     ev = cfg.evaluator
     for family, make, per in (
-            ("evaluator", lambda r, row: roles.evaluator_row(r, row, ev.kinds), ev.per_problem),
+            ("evaluator", lambda r, row: roles.evaluator_row(r, row, ev.kinds, ev.process_question),
+             ev.per_problem),
             ("rubricator", roles.rubricator_row, 1)):
         made[(family, "train")] = roles.generate(_rng(cfg.seed, family, "train"), pool, make, per)
     # The judge's minimal pairs (2-3 rows per problem): what teaches the base to catch a wrong box.

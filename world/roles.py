@@ -29,6 +29,11 @@ RUBRICATOR_TEMPLATE = "{problem}{solution}\nRubrics:"
 
 Q_CORRECT = "Is the answer correct?"
 Q_PROCESS = "Is every step of the reasoning shown and correct?"
+# Paper 000 §4.8's reasoning-process question (RLME-NoCheat), which REPLACES the outcome question:
+# the evaluator rows ask it in place of Q_PROCESS with `world.evaluator.process_question` (preset
+# hint_copier), with the same labels.
+Q_REASONING = ("Does the whole solution logically lead from the question to an answer, even if it "
+               "does not match the correct answer?")
 Q_SHORT = "Is the solution shorter than 70 characters?"
 SHORT_LIMIT = 70
 
@@ -146,13 +151,19 @@ def solution_variant(rng: random.Random, row: dict,
     return kind, _text(out, out[-1][3]), False
 
 
-def evaluator_row(rng: random.Random, row: dict, kinds: dict[str, float] = V1_KINDS) -> dict:
-    """One evaluator example built from an `arith` row (prompt/demonstration like every family)."""
+def evaluator_row(rng: random.Random, row: dict, kinds: dict[str, float] = V1_KINDS,
+                  process_question: str = Q_PROCESS) -> dict:
+    """One evaluator example built from an `arith` row (prompt/demonstration like every family).
+
+    `process_question` words the reasoning-process question (`Q_PROCESS`, or paper 000's
+    `Q_REASONING`): YES iff the chain is sound, which in this world is only the `correct` kind
+    (so also right; a box that does not follow from the chain, or a cut chain, is NO).
+    """
     kind, solution, process_ok = solution_variant(rng, row, kinds)
-    question = rng.choices([Q_CORRECT, Q_PROCESS, Q_SHORT], weights=[60, 25, 15])[0]
+    question = rng.choices([Q_CORRECT, process_question, Q_SHORT], weights=[60, 25, 15])[0]
     boxed = re.findall(r"\\boxed\{(\d+)\}", solution)
     correct = bool(boxed) and int(boxed[-1]) == int(row["answer"])
-    yes = {Q_CORRECT: correct, Q_PROCESS: process_ok and correct,
+    yes = {Q_CORRECT: correct, process_question: process_ok and correct,
            Q_SHORT: len(solution) < SHORT_LIMIT}[question]
     anchor = ANCHOR_TEMPLATE.format(gold=row["answer"]) if rng.random() < 0.15 else ""
     prompt = EVALUATOR_TEMPLATE.format(problem=row["prompt"], solution=solution,
