@@ -32,7 +32,8 @@ least `min_effect`; *not reproduced* if the upper bound is below `min_effect`; e
 inside ±margin, *not reproduced* if wholly outside.
 
 **How many seeds: the power rule, planned from the pilot.** Every arm first runs the `PILOT` = 3
-pilot seeds (0, 1, 2). From the pilot alone, `evals.stats.seeds_needed` plans the seeds per arm
+pilot seeds (0, 1, 2). From the pilot alone (seeds 0-2 and no other, so no seed run later can move
+the plan), `evals.stats.seeds_needed` plans the seeds per arm
 (and test items) that decide the comparison with 80% power at 95% (a normal approximation from
 the pilot's between-seed and per-item spread, its difference taken as true), at least 3 (5 for a
 per-run measure) and at most the claim's `max_seeds`. The verdict is then computed ONCE on the
@@ -50,6 +51,17 @@ cannot come from runs yet (`blocked`) is inconclusive with that reason. The expe
 (`min_effect`, `margin`) are ours: the papers' effects are on other benchmarks and models, and
 each is set below its paper's effect at the tiny world's scale.
 
+**The second base.** Every claim is also decided on a second, independently built base: the same
+study with the top-level `seed` (the base's SFT seed) set to `SECOND_BASE_SEED`, run by
+`python -m flows.pipeline --study <study>.seed1` (`default.seed1` for the default study's arms)
+and recorded in studies/<study>.seed1/. `on_second_base` renames the claim's arms to that study's
+(`rlme` -> `default.seed1/rlme`, `hint_copier/rlme` -> `hint_copier.seed1/rlme`) and the same
+`verdict` decides it on those runs alone: reports/claims.json's `second_base` (verdict, difference,
+interval, whether it agrees), `not run` until they exist. The two bases are never pooled.
+
+The pipeline runs the plan (flows/pipeline.py): the pilot first, then `planned_seeds` for the
+study's arms, the seeds after the pilot as params `extra_runs` (`extra_runs`), then the report.
+
 To add a claim: append an entry to evals/claims.yaml (its arms must be arms of a study;
 tests/test_claims.py checks), and run its arms' pilot seeds through the study; the report then
 says how many more each arm needs.
@@ -59,7 +71,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Literal, NamedTuple, Protocol
 
@@ -87,6 +99,9 @@ MIN_SEEDS_PER_RUN = 5     # fewest seeds per arm for a per-run measure (a t-inte
 MAX_SEEDS = 10            # the default cap on the planned seeds per arm (a claim's `max_seeds`)
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"
 NOT_TESTED = "not tested"
+NOT_RUN = "not run"        # a claim's second-base verdict before any of its arms ran there
+SECOND_BASE_SEED = 1      # the top-level `seed` of the second, independently built base
+DEFAULT_STUDY = "default"  # the default study's name in a second base's study name
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_TESTED, INCONCLUSIVE)
 
 # How one run gives the claim's number: its final test evaluation (per item where items.json has
@@ -316,6 +331,7 @@ class Verdict:
     reason: str
     preconditions: tuple[Checked, ...] = ()
     needs: str = ""
+    second: dict = field(default_factory=dict)   # the same claim on the second base (`second_base`)
 
     def as_json(self) -> dict:
         c = self.claim
@@ -328,7 +344,8 @@ class Verdict:
                                    "value": _round(p.value),
                                    "comparison": _comparison_json(p.comparison)}
                                   for p in self.preconditions],
-                "comparisons": [_comparison_json(x) for x in self.comparisons]}
+                "comparisons": [_comparison_json(x) for x in self.comparisons],
+                "second_base": self.second or {"verdict": NOT_RUN}}
 
 
 def _comparison_json(x: Comparison | None) -> dict | None:
@@ -537,14 +554,17 @@ def compare(runs: Runs, claim: Claim, treatment: str, control: str | None, notes
         per_item, lacking = _items(arm_runs, spec.metric, notes)
         per_run = bool(lacking)
         minimum = min_per_run if per_run else MIN_SEEDS
-    # The pilot: the first PILOT seeds of each arm (a base: its one evaluation).
-    pilot = {arm: sorted(r)[:1 if is_base(arm) else PILOT] for arm, r in arm_runs.items()}
-    short = [a for a in arms if not is_base(a) and seeds[a] < PILOT]
+    # The pilot: seeds 0 .. PILOT-1 of each arm and no other (a base: its one evaluation), so
+    # no seed run after the plan can move the plan.
+    pilot = {arm: sorted(r)[:1] if is_base(arm) else [s for s in sorted(r) if 0 <= s < PILOT]
+             for arm, r in arm_runs.items()}
+    short = [a for a in arms if not is_base(a) and len(pilot[a]) < PILOT]
     missing = [a for a in arms if is_base(a) and seeds[a] < 1]
     if short or missing:
-        cost = _cost(arm_runs, {a: PILOT for a in short})
+        cost = _cost({a: {s: arm_runs[a][s] for s in pilot[a]} for a in short}, {a: PILOT for a in short})
         return result(INCONCLUSIVE, "; ".join(
-            [f"arm {a}: {seeds[a]} seed{'s' * (seeds[a] != 1)} of the {PILOT} pilot seeds" for a in short]
+            [f"arm {a}: {len(pilot[a])} seed{'s' * (len(pilot[a]) != 1)} of the {PILOT} pilot seeds"
+             for a in short]
             + [f"{a}: no evaluation records {spec.metric}" for a in missing]),
             plan={"seeds": PILOT}, needs="; ".join(
                 ([f"the {PILOT} pilot seeds of {', '.join(short)}" + (f" ({cost})" if cost else "")]
@@ -714,19 +734,109 @@ def combine(claim: Claim, comparisons: Sequence[Comparison], checked: Sequence[C
     return Verdict(*args, REPRODUCED, why(comparisons), tuple(checked))
 
 
+def verdict(runs: Runs, claim: Claim, notes: list[str], resamples: int = RESAMPLES,
+            seed: int = SEED) -> Verdict:
+    """One claim's verdict from `runs`: its preconditions measured, then its comparisons."""
+    checked = [check(runs, claim, pre, notes, resamples, seed) for pre in claim.preconditions]
+    comps = [compare(runs, claim, p.treatment, p.control, notes, resamples, seed, rule=p)
+             for p in claim.comparisons]
+    return combine(claim, comps, checked)
+
+
 def verdicts(runs: Runs, claims: Sequence[Claim] = CLAIMS, resamples: int = RESAMPLES,
-             seed: int = SEED) -> tuple[list[Verdict], list[str]]:
-    """Every claim's verdict from `runs` (method -> seed -> its files), and notes on the runs
-    left out (stale) and the per-item files skipped (malformed: the run counts as having no
-    per-item scores)."""
+             seed: int = SEED, second: int | None = SECOND_BASE_SEED) -> tuple[list[Verdict], list[str]]:
+    """Every claim's verdict from `runs` (method -> seed -> its files), each with the same claim
+    decided on the second base's runs (`second_base`; `second` None: not computed), and notes on
+    the runs left out (stale) and the per-item files skipped (malformed: the run counts as having
+    no per-item scores)."""
     notes: list[str] = []
     out = []
     for claim in claims:
-        checked = [check(runs, claim, pre, notes, resamples, seed) for pre in claim.preconditions]
-        comps = [compare(runs, claim, p.treatment, p.control, notes, resamples, seed, rule=p)
-                 for p in claim.comparisons]
-        out.append(combine(claim, comps, checked))
+        v = verdict(runs, claim, notes, resamples, seed)
+        if second is not None:
+            v = replace(v, second=second_base(runs, v, notes, resamples, seed, second))
+        out.append(v)
     return out, notes
+
+
+# ------------------------------------------------------------------------------ the second base
+
+
+def study_of(arm: str) -> str:
+    """The study an arm belongs to: `""` for the default study, else its record's name.
+
+    >>> study_of("rlme"), study_of("hint_copier/rlme"), study_of("default.seed1/base")
+    ('', 'hint_copier', 'default.seed1')
+    """
+    return arm.rpartition("/")[0]
+
+
+def second_base_study(study: str, base_seed: int = SECOND_BASE_SEED) -> str:
+    """The study of the same arms on the base built with top-level `seed` = `base_seed`
+    (`python -m flows.pipeline --study <it>`, recorded in studies/<it>/).
+
+    >>> second_base_study(""), second_base_study("hint_copier", 2)
+    ('default.seed1', 'hint_copier.seed2')
+    """
+    return f"{study or DEFAULT_STUDY}.seed{base_seed}"
+
+
+def parse_study(name: str) -> tuple[str, int | None]:
+    """(preset, base seed) of a study name: `hint_copier` -> ('hint_copier', None), a second
+    base's `hint_copier.seed1` -> ('hint_copier', 1), `default.seed1` -> ('', 1), `default` or
+    `` -> ('', None).
+
+    >>> parse_study("hint_copier.seed1"), parse_study("default.seed2"), parse_study("keyword_dump")
+    (('hint_copier', 1), ('', 2), ('keyword_dump', None))
+    """
+    head, dot, tail = name.rpartition(".seed")
+    if dot and tail.isdigit() and head:
+        return ("" if head == DEFAULT_STUDY else head), int(tail)
+    return ("" if name == DEFAULT_STUDY else name), None
+
+
+def second_base_arm(arm: str, base_seed: int = SECOND_BASE_SEED) -> str:
+    """The same arm on the second base.
+
+    >>> second_base_arm("rlme"), second_base_arm("hint_copier/base")
+    ('default.seed1/rlme', 'hint_copier.seed1/base')
+    """
+    return f"{second_base_study(study_of(arm), base_seed)}/{arm.rpartition('/')[2]}"
+
+
+def on_second_base(claim: Claim, base_seed: int = SECOND_BASE_SEED) -> Claim:
+    """The claim with every arm (comparisons and preconditions) renamed to the second base's: the
+    same machinery then decides it on those runs alone, never pooled with the first base's."""
+    def arm(a: str | None) -> str | None:
+        return None if a is None else second_base_arm(a, base_seed)
+
+    comps = tuple(p._replace(treatment=arm(p.treatment), control=arm(p.control))
+                  for p in claim.comparisons)
+    pres = tuple(replace(p, treatment=arm(p.treatment), control=arm(p.control)) if p.treatment else p
+                 for p in claim.preconditions)
+    return replace(claim, comparisons=comps, preconditions=pres)
+
+
+def second_base(runs: Runs, first: Verdict, notes: list[str], resamples: int = RESAMPLES,
+                seed: int = SEED, base_seed: int = SECOND_BASE_SEED) -> dict:
+    """Whether the claim holds on the second base: its verdict computed by the same rule on the
+    second base's runs alone, the first comparison's difference and interval, and whether it
+    agrees with the first base's verdict; `not run` while no arm of it has a run there."""
+    mapped = on_second_base(first.claim, base_seed)
+    studies = sorted({study_of(a) for a in (*mapped.arms, *mapped.precondition_arms)})
+    out: dict = {"studies": studies, "verdict": NOT_RUN}
+    if first.claim.blocked or not any(runs.get(a) for a in mapped.arms if not is_base(a)):
+        return out
+    v = verdict(runs, mapped, notes, resamples, seed)
+    x = v.comparisons[0]
+    return {**out, "verdict": v.verdict, "reason": v.reason, "needs": v.needs,
+            "agrees": v.verdict == first.verdict, "diff": _round(x.difference),
+            "ci": None if x.low is None else [_round(x.low), _round(x.high)],
+            "comparisons": [{"treatment": c.treatment, "control": c.control, "seeds": c.seeds,
+                             "diff": _round(c.difference), "verdict": c.verdict,
+                             "ci": None if c.low is None else [_round(c.low), _round(c.high)]}
+                            for c in v.comparisons],
+            "preconditions": [{"what": p.what, "status": p.status} for p in v.preconditions]}
 
 
 def seed_plan(found: Sequence[Verdict]) -> dict[str, int]:
@@ -743,6 +853,48 @@ def seed_plan(found: Sequence[Verdict]) -> dict[str, int]:
                 if arm and not is_base(arm):
                     plan[arm] = max(plan.get(arm, 0), n)
     return dict(sorted(plan.items()))
+
+
+def study_claims(study: str, claims: Sequence[Claim] = CLAIMS) -> list[Claim]:
+    """The claims that read an arm of `study` (a record's name: `""` the default study,
+    `hint_copier`, a second base's `default.seed1`), named as that study's runs are."""
+    _, base_seed = parse_study(study)
+    out = []
+    for c in claims:
+        named = c if base_seed is None else on_second_base(c, base_seed)
+        if any(study_of(a) == study for a in (*named.arms, *named.precondition_arms)):
+            out.append(named)
+    return out
+
+
+def planned_seeds(runs: Runs, study: str, claims: Sequence[Claim] = CLAIMS) -> dict[str, int]:
+    """Per arm of `study` (its name in the study: `rlme`), the seeds the power rule plans from
+    the pilot seeds alone (each claim capped by its `max_seeds`; the pilot at least). `runs` are
+    named as the claims name them (`<study>/<arm>` outside the default study). The plan reads no
+    seed beyond the pilot, and no bootstrap: the resamples are not drawn for it."""
+    found, _ = verdicts(runs, study_claims(study, claims), resamples=1, second=None)
+    prefix = f"{study}/" if study else ""
+    return {a.removeprefix(prefix): n for a, n in seed_plan(found).items()
+            if study_of(a) == study}
+
+
+def extra_runs(plan: Mapping[str, int], seeds: Sequence[int]) -> dict[str, dict]:
+    """params `extra_runs` for a plan: each arm's seeds after the study's `seeds` (the pilot) up
+    to the planned number, keyed `<arm>-<seed>` as the DVC stages are.
+
+    >>> extra_runs({"rlme": 5, "rlvr": 3}, [0, 1, 2])
+    {'rlme-3': {'method': 'rlme', 'seed': 3}, 'rlme-4': {'method': 'rlme', 'seed': 4}}
+    """
+    start = max(seeds) + 1
+    return {f"{arm}-{s}": {"method": arm, "seed": s} for arm, n in sorted(plan.items())
+            for s in range(start, start + max(0, n - len(seeds)))}
+
+
+def plan_cost(runs: Runs, study: str, plan: Mapping[str, int]) -> str:
+    """What the plan's runs not yet made cost, from the arms' committed stage times."""
+    prefix = f"{study}/" if study else ""
+    arm_runs = {a: {s: r for s, r in runs.get(prefix + a, {}).items() if s is not None} for a in plan}
+    return _cost(arm_runs, plan) or "nothing to run"
 
 
 def claims_json(found: Sequence[Verdict], notes: Sequence[str]) -> dict:

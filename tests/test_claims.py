@@ -340,7 +340,11 @@ def test_the_report_opens_its_science_with_the_claims_and_writes_claims_json(tmp
     row = next(line for line in summary.splitlines() if line.startswith("| RLME"))
     d = cl.verdicts(collect(data).runs)[0][0].comparisons[0]
     assert f"{rep._signed(d.difference)} [{rep._signed(d.low)}, {rep._signed(d.high)}]" in row
-    assert row.endswith("| rlme 5, rlvr 5; planned 5 per arm | **reproduced**: interval inside ±0.10 |")
+    assert row.endswith("| rlme 5, rlvr 5; planned 5 per arm | not run | **reproduced**: interval inside "
+                        "±0.10 |")
+    # Every verdict says whether it holds on the second base: here none of its runs exist.
+    assert all(x["second_base"]["verdict"] == cl.NOT_RUN for x in record["claims"])
+    assert tracks["second_base"]["studies"] == ["default.seed1"]
 
 
 def test_the_declarations_file_and_a_malformed_one(tmp_path):
@@ -403,3 +407,64 @@ def test_a_failed_precondition_makes_the_claim_not_tested(tmp_path) -> None:
     assert v.preconditions[0].status == cl.FAILS and v.preconditions[0].comparison.high < 0
     rows = rep.claims_markdown([v])
     assert "**not tested**" in rows and "precondition fails: RLME" in rows
+
+
+# ------------------------------------------------------------------------------ the second base
+
+def test_each_claim_is_decided_again_on_the_second_base_alone(tmp_path) -> None:
+    """The same claim on the runs of the base built with seed 1 (studies/default.seed1/): its own
+    verdict, difference and interval, from those runs only. Here the first base shows the gain and
+    the second does not, so the second base's verdict differs: pooling would have hidden it."""
+    data = tmp_path / "data"
+    t, c = items_world(shift=0.3, seeds=3)
+    arms(data, t, c)
+    second = tmp_path / "studies" / "default.seed1" / "data"
+    t2, c2 = items_world(shift=0.0, seeds=3, seed=1)
+    arms(second, t2, c2)
+    runs = rep.with_studies(collect(data), data).runs
+    assert {"t", "c", "default.seed1/t", "default.seed1/c"} <= set(runs)
+    [v], _ = cl.verdicts(runs, (claim(min_effect=0.1),))
+    assert v.verdict == cl.REPRODUCED
+    two = v.second
+    assert two["verdict"] == cl.NOT_REPRODUCED and two["agrees"] is False
+    assert two["studies"] == ["default.seed1"]
+    assert two["diff"] == pytest.approx(t2.mean() - c2.mean(), abs=1e-4)
+    assert two["ci"][0] < 0.1 and two["comparisons"][0]["seeds"] == {"default.seed1/t": 3,
+                                                                     "default.seed1/c": 3}
+    # The first base's numbers are the first base's runs alone.
+    assert v.comparisons[0].seeds == {"t": 3, "c": 3}
+    assert v.comparisons[0].difference == pytest.approx(t.mean() - c.mean())
+    assert rep.second_base_cell(v)[0] == cl.NOT_REPRODUCED
+    assert rep.second_base_cell(v)[-1] == "differs from the first base"
+
+
+def test_the_second_base_is_never_pooled_with_a_stale_or_other_base(tmp_path) -> None:
+    """A second-base study whose runs stand on two bases (its dvc.lock says so) refuses the
+    comparison, like the first base: inconclusive, "different bases"."""
+    import yaml
+
+    data = tmp_path / "data"
+    t, c = items_world(shift=0.3, seeds=3)
+    arms(data, t, c)
+    root = tmp_path / "studies" / "default.seed1"
+    arms(root / "data", t, c)
+    new, old = "a" * 32 + ".dir", "b" * 32 + ".dir"
+    stages = {f"train@{m}-{s}": {"deps": [{"path": "data/base_model", "md5": new if m == "t" else old}]}
+              for m in ("t", "c") for s in range(3)}
+    (root / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": stages}))
+    runs = rep.with_studies(collect(data), data).runs
+    [v], _ = cl.verdicts(runs, (claim(min_effect=0.1),))
+    assert v.verdict == cl.REPRODUCED
+    assert v.second["verdict"] == cl.INCONCLUSIVE and "different bases" in v.second["reason"]
+
+
+def test_second_base_names() -> None:
+    assert cl.second_base_arm("rlme") == "default.seed1/rlme"
+    assert cl.second_base_arm("hint_copier/base", 2) == "hint_copier.seed2/base"
+    assert cl.parse_study("default.seed1") == ("", 1)
+    assert cl.parse_study("hint_copier.seed3") == ("hint_copier", 3)
+    assert cl.parse_study("hint_copier") == ("hint_copier", None)
+    moved = cl.on_second_base(next(c for c in cl.CLAIMS if c.id == "nocheat_stops_copying"))
+    assert moved.arms == ["hint_copier.seed1/rlme_nocheat", "hint_copier.seed1/rlme"]
+    assert set(moved.precondition_arms) == {"hint_copier.seed1/rlme", "hint_copier.seed1/base",
+                                            "hint_copier.seed1/rlvr"}
