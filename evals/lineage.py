@@ -5,7 +5,8 @@ study's current base, and name the others ("stale") on the first screen. Where e
 comes from, in order:
 
 1. `dvc.lock` beside the study's `data/` (the default study's at the repository root,
-   studies/<preset>/dvc.lock for a preset's): the `train@<method>-<seed>` stage's dependency on
+   studies/<preset>/dvc.lock for a preset's): the `train@<method>-<seed>` stage's (or, for a
+   seed the claims' plan added, `train_extra@<method>-<seed>`'s) dependency on
    `data/base_model` (its DVC md5), against the base `build_base` last wrote (its output's md5).
    DVC's record is in git, so this works in a fresh clone. A run is **stale** when it trained from
    another base, when its evaluation is of another training (`evaluate@...`'s checkpoint md5
@@ -26,14 +27,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 BASE_DIR = "data/base_model"
-_STAGE = re.compile(r"^(train|evaluate)@(.+)-(\d+)$")
 
 
 def file_md5(path: Path) -> str:
@@ -91,9 +90,12 @@ class Lineages:
             self.current = dir_md5(self.data_dir / "base_model")
 
     def _stage(self, kind: str, method: str, seed: int | None) -> dict:
-        name = f"{kind}_base" if method == "base" else f"{kind}@{method}-{seed}"
-        got = self.stages.get(name)
-        return got if isinstance(got, dict) else {}
+        """The lock's entry of a run's stage: `train@m-s` for a seed of `seeds`, `train_extra@m-s`
+        for one the claims' plan added (params `extra_runs`); {} when there is none."""
+        names = ([f"{kind}_base"] if method == "base"
+                 else [f"{kind}@{method}-{seed}", f"{kind}_extra@{method}-{seed}"])
+        got = next((self.stages[n] for n in names if isinstance(self.stages.get(n), dict)), {})
+        return got
 
     def _matches(self, stage: dict, rel: str) -> bool | None:
         """Whether the committed file `rel` (under the study root) is the one the stage's outs

@@ -125,3 +125,25 @@ def test_dir_md5_is_dvcs_directory_hash(tmp_path) -> None:
         tree.add(tuple(rel.split("/")), Meta(), HashInfo("md5", file_md5(tmp_path / rel)))
     tree.digest()
     assert dir_md5(tmp_path) == tree.hash_info.value
+
+
+def test_a_planned_extra_seed_has_its_lineage_read_from_its_own_stage(tmp_path) -> None:
+    """A seed the claims' plan added runs as `train_extra@<m>-<s>` (params extra_runs): its base
+    is read from that stage's lock entry like any other, and an extra seed trained from an older
+    base is stale, never pooled with the pilot. (Before, an extra seed had no lock entry to read
+    and counted as unrecorded.)"""
+    bases = {(m, s): NEW for m in ("t", "c") for s in range(3)}
+    data = study(tmp_path, bases)
+    lock = yaml.safe_load((tmp_path / "dvc.lock").read_text())
+    for m in ("t", "c"):
+        metrics = data / "eval" / m / "seed3" / "metrics.json"
+        write(metrics, {KEY: 0.6})
+        lock["stages"][f"train_extra@{m}-3"] = {
+            "deps": [{"path": "data/base_model", "md5": OLD if m == "t" else NEW}]}
+        lock["stages"][f"evaluate_extra@{m}-3"] = {
+            "outs": [{"path": f"data/eval/{m}/seed3/metrics.json", "md5": file_md5(metrics)}]}
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump(lock))
+    runs = collect(data).runs
+    assert runs["c"][3].base == f"md5:{NEW}" and not runs["c"][3].stale
+    assert runs["t"][3].stale.startswith("trained from base bbbbbbbb")
+    assert sorted(current(collect(data)).runs["t"]) == [0, 1, 2]
