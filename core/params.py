@@ -492,11 +492,25 @@ class Pipeline(Strict):
     quick: QuickRun
 
 
+class ExtraRun(Strict):
+    """One arm's seed beyond `seeds` (params `extra_runs`; DVC stages train_extra@<method>-<seed>
+    and evaluate_extra@<method>-<seed>), planned by the claims' power rule from the pilot."""
+
+    method: str
+    seed: int
+
+
 class Params(Strict):
+    # The top-level seed is the base's: its SFT (flows/build_base.py) and its evaluation samples.
+    # A second, independently built base is the same study with another value here
+    # (`python -m flows.pipeline --study <study>.seed<N>`, tasks/studies.py).
     seed: int
     seeds: list[int] = Field(min_length=1)
     preset: str | None
     methods: list[str] = Field(min_length=1)
+    # Seeds of single arms beyond `seeds`, keyed `<method>-<seed>` (the DVC stage names' item);
+    # written by the pipeline from the claims' plan (docs/pipeline.md, "Seeds by plan").
+    extra_runs: dict[str, ExtraRun] = Field(default_factory=dict)
     world: World
     data: Data
     synthesize: SynthesizeConfig
@@ -515,6 +529,20 @@ class Params(Strict):
         from core.methods import reward_model
 
         return v if isinstance(v, RewardBlocks) else reward_model().model_validate(v)
+
+    @model_validator(mode="after")
+    def _extra_runs(self) -> Params:
+        for key, run in self.extra_runs.items():
+            if key != f"{run.method}-{run.seed}":
+                raise ValueError(f"extra_runs.{key}: the key must be <method>-<seed> "
+                                 f"({run.method}-{run.seed})")
+            if run.method not in self.methods:
+                raise ValueError(f"extra_runs.{key}: {run.method} is not in `methods` (an extra "
+                                 "seed extends an arm of the study)")
+            if run.seed in self.seeds:
+                raise ValueError(f"extra_runs.{key}: seed {run.seed} is in `seeds` already (its "
+                                 "train@ stage runs it)")
+        return self
 
     def method_config(self, name: str) -> tuple[str, MethodBase]:
         """(method family, its settings) of a method or variant name, overrides merged."""
@@ -620,8 +648,14 @@ def validate(raw: dict, source: str = "params.yaml", preset: str | None = None) 
         presets = raw.get("presets") or {}
         if name not in presets:
             raise ParamsError(f"{source}: preset {name!r} is not defined; known: {sorted(presets)}")
+        own = presets[name] if isinstance(presets[name], dict) else {}
+        # `extra_runs` extend the arms of the study they were planned for: a preset whose study
+        # has other arms (`presets.<p>.methods`) starts without the file's.
+        other_study = "methods" in own and list(own["methods"]) != list(raw.get("methods") or [])
         raw = _merge(raw, presets[name])
         raw["preset"] = name
+        if other_study and "extra_runs" not in own:
+            raw["extra_runs"] = {}
     try:
         params = Params.model_validate(raw)
     except ValidationError as e:
@@ -643,6 +677,7 @@ def _check_arith_cf(params: Params, source: str) -> None:
         raise ParamsError(f"{source}: world.counterfactual.n_val is 0 (no arith_cf val split) but "
                           f"methods: {', '.join(readers)} train on arith_cf; set n_val (its "
                           "held-out curve)")
+
 
 def _check_arith_ref(params: Params, source: str) -> None:
     """`arith_ref` has no files unless `world.arith_ref` is on: whatever reads it fails here, named.
