@@ -39,8 +39,20 @@ from tasks.progress import Board
 
 # Where `make run` (quick.json) and `make study` (study.json) record their stage times.
 TIMES = ROOT / "reports" / "times"
-# Matrix stages are named `<stage>@<method>-<seed>` by DVC.
+# Matrix stages are named `<stage>@<method>-<seed>` by DVC; a seed the claims' plan added to one
+# arm (params `extra_runs`) is `<stage>_extra@<method>-<seed>`.
 _MATRIX = re.compile(r"^(?P<kind>[^@]+)@(?P<method>.+)-(?P<seed>-?\d+)$")
+EXTRA = "_extra"
+
+
+def stage_kind(stage: str) -> str:
+    """`train` for `train@a-0` and `train_extra@a-3`; the stage's name for any other stage.
+
+    >>> stage_kind("train_extra@rlme-3"), stage_kind("evaluate@rlme-0"), stage_kind("report")
+    ('train', 'evaluate', 'report')
+    """
+    m = _MATRIX.match(stage)
+    return m["kind"].removesuffix(EXTRA) if m else stage
 
 
 def select(graph: dict[str, set[str]], methods: list[str] | None = None,
@@ -216,7 +228,7 @@ def gpus_needed(stage: str, params: Params) -> int:
     (4, 1, 0)
     """
     m = _MATRIX.match(stage)
-    kind = m["kind"] if m else stage
+    kind = stage_kind(stage)
     if kind == "train" and m:
         return params.method_grpo(m["method"]).num_processes
     return 1 if kind in ("evaluate", "evaluate_base") else 0
@@ -328,11 +340,14 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
              stages: list[str] | None = None, force: bool = False,
              max_parallel: int | None = None, executor: str | None = None,
              retries: int | None = None, stage_timeout_s: int | None = None,
-             threads_per_stage: int | None = None, times_file: str | None = None) -> dict:
+             threads_per_stage: int | None = None, times_file: str | None = None,
+             extend: bool = True) -> dict:
     """Bring the DAG (or the part for `methods`, `seeds`, `stages`) up to date; unset arguments
     come from params `pipeline`. `force` re-runs the selected train/evaluate stages (and any
     named in `stages`), not what they depend on. `times_file`: where to record each stage's wall
-    time and what it did (a result of record, committed: docs/speed.md)."""
+    time and what it did (a result of record, committed: docs/speed.md). The whole study
+    (nothing selected) with `extend` runs the pilot first, then the seeds the claims plan from
+    it, then the report (`extend_by_plan`; their times in `<times_file>.plan.json`)."""
     logger = get_run_logger()
     params = load()
     cfg = params.pipeline
@@ -341,7 +356,10 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
     fixed = threads_per_stage or cfg.threads_per_stage  # None: share the cores (`share_cores`)
     timeout = stage_timeout_s or cfg.stage_timeout_s
     graph = st.stage_graph(ROOT)
-    order = select(graph, methods, seeds, stages)
+    by_plan = extend and methods is None and seeds is None and stages is None
+    # By plan: the pilot first (every stage but the planned seeds' and the report).
+    roots = [s for s in graph if not is_extra(s) and s != "report"] if by_plan else stages
+    order = select(graph, methods, seeds, roots)
     need = {s: gpus_needed(s, params) for s in order}
     gpus = visible_gpus(cfg.gpus) if how == "local" else []
     pool = GpuPool(gpus, cfg.stages_per_gpu) if gpus else None
@@ -436,7 +454,50 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
         kind = st.StageInputError if all(_user_error(m) for m in failed.values()) else st.StageFailed
         raise kind("; ".join(failed.values())
                    + (f" ({len(blocked)} downstream stage(s) not run)" if blocked else ""))
+    if by_plan:  # the plan is fixed now, from the pilot alone; then its seeds and the report
+        added = extend_by_plan(params, logger.info)
+        plan_times = str(Path(times_file).with_suffix(".plan.json")) if times_file else None
+        results.update(pipeline(stages=[*added, "report"], max_parallel=max_parallel,
+                                executor=executor, retries=retries, stage_timeout_s=stage_timeout_s,
+                                threads_per_stage=threads_per_stage, times_file=plan_times,
+                                extend=False))
     return results
+
+
+def is_extra(stage: str) -> bool:
+    """A stage of a seed the claims' plan added (`train_extra@...`, `evaluate_extra@...`)."""
+    return (m := _MATRIX.match(stage)) is not None and m["kind"].endswith(EXTRA)
+
+
+def extend_by_plan(params: Params, log=print, write: bool = True) -> list[str]:
+    """The claims' plan for this workspace's study from its pilot seeds (tasks/studies.py,
+    `plan`): logged with its cost, written as params `extra_runs` (unless `write` is False: a dry
+    run); returns the planned seeds' stages."""
+    from tasks import studies
+
+    name = studies.study_name(ROOT)
+    planned, extra, cost = studies.plan(ROOT, name, list(params.methods), list(params.seeds))
+    log(plan_text(name, planned, extra, cost))
+    if write and studies.write_extra_runs(ROOT / "params.yaml", extra):
+        log(f"params.yaml: extra_runs set to the plan's {len(extra)} run(s)")
+    return [f"{kind}{EXTRA}@{key}" for key in extra for kind in ("train", "evaluate")]
+
+
+def plan_text(name: str, planned: dict[str, int], extra: dict[str, dict], cost: str) -> str:
+    """The plan in a few lines: seeds per arm, the seeds it adds, what they cost.
+
+    >>> print(plan_text("", {"rlme": 5, "rlvr": 3}, {"rlme-3": {"method": "rlme", "seed": 3},
+    ...                  "rlme-4": {"method": "rlme", "seed": 4}}, "2 more runs"))
+    plan (default study, from the pilot seeds): rlme 5 seeds, rlvr 3 seeds
+      adds rlme seeds 3, 4; cost: 2 more runs
+    """
+    head = (f"plan ({name or 'default'} study, from the pilot seeds): "
+            + (", ".join(f"{a} {n} seeds" for a, n in planned.items()) or "no arm of it is in a claim"))
+    adds: dict[str, list[int]] = {}
+    for run in extra.values():
+        adds.setdefault(run["method"], []).append(run["seed"])
+    more = "; ".join(f"{a} seeds {', '.join(map(str, s))}" for a, s in adds.items())
+    return head + "\n  " + (f"adds {more}; cost: {cost}" if adds else "adds no seed beyond the pilot")
 
 
 def write_times(path: Path, timed: dict[str, tuple[float, float | None]], results: dict[str, dict],
@@ -483,7 +544,7 @@ def _show_progress(board: Board, running: dict, preset: str | None, done: int, t
     now = time.monotonic()
     for s in running:
         m = _MATRIX.match(s)
-        if m is None or m["kind"] != "train":
+        if m is None or stage_kind(s) != "train":
             continue
         try:
             seen = tracking.training_progress(m["method"], int(m["seed"]), preset)
@@ -523,7 +584,8 @@ def stage_flow(stage: str, rev: str, upstream: list[str] | None = None, force: b
 
 @task(name="study-workspace", task_run_name="{preset}: workspace")
 def prepare_study(preset: str) -> dict:
-    """`.studies/<preset>` at HEAD with the last record laid back in (tasks/studies.py)."""
+    """`.studies/<preset>` at HEAD with the last record laid back in (tasks/studies.py); a
+    `<study>.seed<N>` name is that study on a second base."""
     from tasks import studies
 
     return studies.prepare(preset, ROOT, log=get_run_logger().info)
@@ -545,7 +607,7 @@ def record_study(preset: str, study: dict, finished: bool) -> str:
 
     logger = get_run_logger()
     rec = studies.record(study, finished, ROOT)
-    logger.info("study %s recorded in %s (%s)", preset, rec.relative_to(ROOT),
+    logger.info("study %s recorded in %s (%s)", study.get("name") or preset, rec.relative_to(ROOT),
                 "finished" if finished else "partial: run it again to resume")
     if (ROOT / "data" / "eval").is_dir():
         st.reproduce_in_place("report", ROOT, log=logger.info)
@@ -557,14 +619,17 @@ def record_study(preset: str, study: dict, finished: bool) -> str:
 
 @flow(name="study", log_prints=True)
 def study(preset: str, seeds: list[int] | None = None, force: bool = False,
-          max_parallel: int | None = None, threads_per_stage: int | None = None) -> str:
+          max_parallel: int | None = None, threads_per_stage: int | None = None,
+          extend: bool = True) -> str:
     """A preset's own study (its arms on its own base) in `.studies/<preset>`, recorded in
-    `studies/<preset>/` (tasks/studies.py); partial progress is recorded too."""
+    `studies/<preset>/` (tasks/studies.py); partial progress is recorded too. `<study>.seed<N>`:
+    that study's arms on a second base. Its pipeline runs the claims' plan unless `extend` is off."""
     info = prepare_study(preset)
     args = [f"--{k.replace('_', '-')}={v}" for k, v in (("max_parallel", max_parallel),
                                                           ("threads", threads_per_stage)) if v]
     args += ["--seeds", *map(str, seeds)] if seeds else []
     args += ["--force"] if force else []
+    args += [] if extend else ["--no-extend"]
     rc = run_study_pipeline(preset, args)
     rec = record_study(preset, info, rc == 0)
     if rc != 0:
@@ -602,7 +667,20 @@ def main() -> None:
     p.add_argument("--executor", choices=["local", "pool"], default=None)
     p.add_argument("--threads", type=int, default=None, help="CPU threads per stage "
                    "(default: params pipeline.threads_per_stage, else the cores shared by the stages running)")
+    p.add_argument("--base-seed", type=int, default=None, metavar="N", help="with --study: each "
+                   "study on a second base built with top-level seed N (recorded as <study>.seed<N>; "
+                   "the default study's claim arms are `default`)")
+    p.add_argument("--no-extend", action="store_true", help="run the pilot seeds only, not the "
+                   "seeds the claims' power rule plans from them (params extra_runs)")
+    p.add_argument("--dry-run", action="store_true", help="print the claims' plan (seeds per arm "
+                   "from the pilot, the seeds it adds, their cost) and run nothing")
     args = p.parse_args()
+    if args.dry_run:
+        raise SystemExit(dry_run(args))
+    if args.base_seed is not None and not args.study:
+        print("error: --base-seed names the second base of a study: use it with --study",
+              file=sys.stderr)
+        raise SystemExit(st.USER_ERROR_EXIT)
     if args.study:
         raise SystemExit(run_studies(args))
     if args.quick:
@@ -613,7 +691,7 @@ def main() -> None:
     state = pipeline(methods=args.methods, seeds=args.seeds, stages=args.stages, force=args.force,
                      max_parallel=args.max_parallel, executor=args.executor,
                      threads_per_stage=args.threads, times_file=str(times) if times else None,
-                     return_state=True)
+                     extend=not args.no_extend, return_state=True)
     if not state.is_completed():
         message = _exception_text(state.message or state.name)
         print(f"error: {message}", file=sys.stderr)
@@ -627,19 +705,58 @@ def run_studies(args: argparse.Namespace) -> int:
         print("error: --study runs the preset's own arms (presets.<preset>.methods); "
               "--methods, --stages and --quick do not apply", file=sys.stderr)
         return st.USER_ERROR_EXIT
-    from tasks.studies import study_presets
-
     failed = []
-    for preset in study_presets(ROOT) if args.study == ["all"] else args.study:
+    for preset in study_names(args.study, args.base_seed):
         state = study(preset, seeds=args.seeds, force=args.force, max_parallel=args.max_parallel,
-                      threads_per_stage=args.threads, return_state=True)
+                      threads_per_stage=args.threads, extend=not args.no_extend, return_state=True)
         if not state.is_completed():
             message = _exception_text(state.message or state.name)
             print(f"error: study {preset}: {message}", file=sys.stderr)
             failed.append((preset, message))
-    if any("ParamsError" in m or "not defined" in m or "names no arms" in m for _, m in failed):
+    if any("ParamsError" in m or "not defined" in m or "names no arms" in m
+           or "runs in this workspace" in m for _, m in failed):
         return st.USER_ERROR_EXIT
     return 1 if failed else 0
+
+
+def study_names(names: list[str], base_seed: int | None = None) -> list[str]:
+    """The studies `--study NAMES [--base-seed N]` runs: `all` is every preset that names arms
+    (with a base seed, the default study's claim arms too), each `<name>.seed<N>` on a second base.
+
+    >>> study_names(["hint_copier", "default.seed1"]), study_names(["hint_copier"], 2)
+    (['hint_copier', 'default.seed1'], ['hint_copier.seed2'])
+    """
+    from evals.claims import second_base_study
+    from tasks.studies import study_presets
+
+    chosen = list(names)
+    if names == ["all"]:
+        chosen = (["default"] if base_seed is not None else []) + study_presets(ROOT)
+    if base_seed is None:
+        return chosen
+    return [second_base_study("" if n == "default" else n, base_seed) for n in chosen]
+
+
+def dry_run(args: argparse.Namespace) -> int:
+    """`--dry-run`: the plan of this workspace's study (or of each `--study`'s record, from its
+    committed runs in studies/<name>/) and its cost; nothing runs, nothing is written."""
+    from tasks import studies
+
+    try:
+        if not args.study:
+            extend_by_plan(load(), print, write=False)
+            return 0
+        for name in study_names(args.study, args.base_seed):
+            methods, seeds = studies.study_arms(name, ROOT)
+            data = studies.record_dir(name, ROOT) / "data"
+            planned, extra, cost = studies.plan(ROOT, name, methods, seeds, data)
+            print(plan_text(name, planned, extra, cost)
+                  + ("" if data.is_dir() else f"\n  (no record in {data.parent.relative_to(ROOT)} yet: "
+                     "its pilot runs first)"))
+    except ParamsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return st.USER_ERROR_EXIT
+    return 0
 
 
 def _user_error(message: str) -> bool:

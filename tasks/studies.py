@@ -19,10 +19,22 @@ The workspace keeps its models and data (ignored by git), so the next call resum
 moves to HEAD, the record is laid back into it, and DVC re-runs only what changed. The report
 stage reads `studies/*/` as runs named `<preset>/<arm>` (flows/report_collect.py), which is how
 evals/claims.yaml names them.
+
+**A second base.** `<study>.seed<N>` (`hint_copier.seed1`, or `default.seed1` for the default
+study's arms that the claims compare) is the same study on a base built with the top-level `seed`
+= N (the base's SFT seed; flows/build_base.py), in `.studies/<study>.seed<N>/`, recorded in
+`studies/<study>.seed<N>/`. The claims decide each claim on it too, never pooled with the first
+base (evals/claims.py, `second_base`).
+
+**Seeds by plan.** After a study's pilot (`seeds`), the pipeline asks the claims how many seeds
+each arm needs (`plan`: the power rule on the pilot seeds alone, capped per claim) and writes the
+seeds beyond the pilot as params `extra_runs` (`write_extra_runs`), which dvc.yaml turns into the
+`train_extra@` / `evaluate_extra@` stages; study.json keeps them, so a resumed study has them.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from collections.abc import Callable
@@ -40,12 +52,29 @@ RECORDS = "studies"
 _RECORDED = ("eval", "plots", "base_model_info.json")
 
 
-def workspace(preset: str, root: Path = ROOT) -> Path:
-    return root / WORKSPACES / preset
+def workspace(name: str, root: Path = ROOT) -> Path:
+    return root / WORKSPACES / name
 
 
-def record_dir(preset: str, root: Path = ROOT) -> Path:
-    return root / RECORDS / preset
+def record_dir(name: str, root: Path = ROOT) -> Path:
+    return root / RECORDS / name
+
+
+def study_name(root: Path = ROOT) -> str:
+    """The name of the study whose checkout `root` is: `.studies/<name>/` is a study's workspace,
+    anything else the default study (`""`)."""
+    root = Path(root).resolve()
+    return root.name if root.parent.name == WORKSPACES else ""
+
+
+def default_arms(root: Path = ROOT) -> list[str]:
+    """The default study's arms that a claim compares or measures (evals/claims.yaml), in the
+    order of params `methods`: the arms a second base of the default study runs."""
+    from evals.claims import CLAIMS, is_base, study_of
+
+    named = {a for c in CLAIMS if not c.blocked for a in (*c.arms, *c.precondition_arms)
+             if study_of(a) == "" and not is_base(a)}
+    return [m for m in load(root / "params.yaml").methods if m in named]
 
 
 def study_presets(root: Path = ROOT) -> list[str]:
@@ -54,9 +83,18 @@ def study_presets(root: Path = ROOT) -> list[str]:
     return sorted(k for k, v in presets.items() if isinstance(v, dict) and v.get("methods"))
 
 
-def study_arms(preset: str, root: Path = ROOT) -> tuple[list[str], list[int]]:
-    """The preset's arms (`presets.<preset>.methods`) and the study's seeds; a preset that names
-    no arms of its own is refused (its study would be the default one, on another base)."""
+def study_arms(name: str, root: Path = ROOT) -> tuple[list[str], list[int]]:
+    """The study's arms (`presets.<preset>.methods`; for `default.seed<N>`, the default study's
+    arms that the claims read) and its seeds; a preset that names no arms of its own is refused
+    (its study would be the default one, on another base)."""
+    from evals.claims import parse_study
+
+    preset, base_seed = parse_study(name)
+    if not preset:
+        if base_seed is None:
+            raise ParamsError("the default study runs in this workspace (make study); on a second "
+                              "base it is `default.seed<N>`")
+        return default_arms(root), list(load(root / "params.yaml").seeds)
     raw = read_raw(root / "params.yaml")
     own = (raw.get("presets") or {}).get(preset)
     if not isinstance(own, dict):
@@ -69,40 +107,52 @@ def study_arms(preset: str, root: Path = ROOT) -> tuple[list[str], list[int]]:
     return list(params.methods), list(params.seeds)
 
 
-def study_params(root: Path, preset: str, methods: list[str]) -> dict:
+def study_params(root: Path, preset: str | None, methods: list[str], base_seed: int | None = None,
+                 extra: dict | None = None) -> dict:
     """params.yaml of the workspace: the repository's, with `preset` and `methods` set (DVC's
-    stage matrix reads the top-level `methods`)."""
+    stage matrix reads the top-level `methods`), the base's `seed` on a second base, and the
+    study's own `extra_runs` (never the default study's)."""
     raw = read_raw(root / "params.yaml")
     raw["preset"] = preset
     raw["methods"] = list(methods)
+    if base_seed is not None:
+        raw["seed"] = base_seed
+    raw["extra_runs"] = dict(extra or {})
     return raw
 
 
-def prepare(preset: str, root: Path = ROOT, log: Callable[[str], object] = print) -> dict:
-    """Create or move `.studies/<preset>` to HEAD (committed code only), lay the last record back
-    in, select the preset. Returns what `record` needs: preset, arms, seeds, commit."""
-    methods, seeds = study_arms(preset, root)
+def prepare(name: str, root: Path = ROOT, log: Callable[[str], object] = print) -> dict:
+    """Create or move `.studies/<name>` to HEAD (committed code only), lay the last record back
+    in, select the preset (and the base seed of a `<study>.seed<N>`). Returns what `record`
+    needs: preset, arms, seeds, commit (and name and base seed on a second base)."""
+    from evals.claims import parse_study
+
+    preset, base_seed = parse_study(name)
+    methods, seeds = study_arms(name, root)
     rev = committed_revision(root)
-    ws = workspace(preset, root)
+    ws = workspace(name, root)
     if not ws.exists():
         ws.parent.mkdir(parents=True, exist_ok=True)
         git(["worktree", "prune"], root)  # a workspace deleted by hand leaves its registration
         git(["worktree", "add", "--detach", str(ws), rev], root)
-        log(f"study {preset}: new workspace {ws.relative_to(root)} at {rev[:12]}")
+        log(f"study {name}: new workspace {ws.relative_to(root)} at {rev[:12]}")
     else:
         if not (ws / ".git").exists():
             raise ParamsError(f"{ws} exists but is not a git worktree of this repository; move it "
                               "away and run again")
         git(["checkout", "--force", "--detach", rev], ws)
-        log(f"study {preset}: workspace {ws.relative_to(root)} moved to {rev[:12]}")
+        log(f"study {name}: workspace {ws.relative_to(root)} moved to {rev[:12]}")
     # The worktree holds the default study's tracked results: the study's own replace them.
-    for name in ("dvc.lock", *(f"data/{p}" for p in _RECORDED)):
-        remove(ws / name)
-    rec = record_dir(preset, root)
+    for f in ("dvc.lock", *(f"data/{p}" for p in _RECORDED)):
+        remove(ws / f)
+    rec = record_dir(name, root)
+    extra: dict = {}
     if rec.exists():
-        for name in ("dvc.lock", *(f"data/{p}" for p in _RECORDED)):
-            _copy(rec / name, ws / name)
-    (ws / "params.yaml").write_text(yaml.safe_dump(study_params(root, preset, methods),
+        for f in ("dvc.lock", *(f"data/{p}" for p in _RECORDED)):
+            _copy(rec / f, ws / f)
+        extra = recorded_extra_runs(rec, methods, seeds)
+    (ws / "params.yaml").write_text(yaml.safe_dump(study_params(root, preset or None, methods,
+                                                                base_seed, extra),
                                                    sort_keys=False, allow_unicode=True),
                                     encoding="utf-8")
     # Phase 1 of the base SFT is shared by presets that keep its inputs; its stamp says so
@@ -110,7 +160,19 @@ def prepare(preset: str, root: Path = ROOT, log: Callable[[str], object] = print
     phase1 = Path("data/work/sft/phase1")
     if (root / phase1 / "stamp").exists() and not (ws / phase1).exists():
         shutil.copytree(root / phase1, ws / phase1)
-    return {"preset": preset, "methods": methods, "seeds": seeds, "commit": rev}
+    info = {"preset": preset or None, "methods": methods, "seeds": seeds, "commit": rev}
+    return info if name == preset else {**info, "name": name, "base_seed": base_seed}
+
+
+def recorded_extra_runs(rec: Path, methods: list[str], seeds: list[int]) -> dict:
+    """The `extra_runs` a study's record kept (study.json), those still valid for its arms and
+    seeds: a resumed study starts with the seeds its plan added."""
+    try:
+        extra = read_json(rec / "study.json").get("extra_runs") or {}
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return {k: v for k, v in extra.items() if isinstance(v, dict) and v.get("method") in methods
+            and v.get("seed") not in seeds and k == f"{v.get('method')}-{v.get('seed')}"}
 
 
 def run(preset: str, args: list[str], root: Path = ROOT, log: Callable[[str], object] = print,
@@ -126,22 +188,24 @@ def run(preset: str, args: list[str], root: Path = ROOT, log: Callable[[str], ob
 
 
 def record(study: dict, finished: bool, root: Path = ROOT) -> Path:
-    """Copy the workspace's results of record into `studies/<preset>/` (replacing the last
-    record, arm by arm), with `study.json`."""
-    preset = study["preset"]
-    ws, rec = workspace(preset, root), record_dir(preset, root)
+    """Copy the workspace's results of record into `studies/<name>/` (replacing the last
+    record, arm by arm), with `study.json` (and the `extra_runs` the plan added)."""
+    name = study.get("name") or study["preset"]
+    ws, rec = workspace(name, root), record_dir(name, root)
     staging = rec.with_name(rec.name + ".new")
     remove(staging)
     staging.mkdir(parents=True)
     _copy(ws / "dvc.lock", staging / "dvc.lock")
     _copy(ws / "data" / "base_model_info.json", staging / "data" / "base_model_info.json")
     for kind, names in (("eval", ["base", *study["methods"]]), ("plots", study["methods"])):
-        for name in names:
-            for f in sorted((ws / "data" / kind / name).rglob("*.json")):
+        for arm in names:
+            for f in sorted((ws / "data" / kind / arm).rglob("*.json")):
                 if f.name in ("metrics.json", "headline.json", "items.json", "train.json", "heldout.json",
                               "test.json"):
                     _copy(f, staging / f.relative_to(ws))
-    write_json(staging / "study.json", {**study, "finished": finished})
+    extra = (read_raw(ws / "params.yaml") or {}).get("extra_runs") if (ws / "params.yaml").exists() else None
+    write_json(staging / "study.json", {**study, **({"extra_runs": extra} if extra else {}),
+                                        "finished": finished})
     remove(rec)
     staging.rename(rec)
     return rec
@@ -164,3 +228,64 @@ def _copy(src: Path, dst: Path) -> None:
     elif src.exists():
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, dst)
+
+
+# ------------------------------------------------------------------------------ seeds by plan
+
+def study_runs(data_dir: Path, name: str = "") -> dict:
+    """The runs under a study's `data_dir` (its lineage read from the dvc.lock beside it), named
+    as evals/claims.yaml names them: `<name>/<arm>` outside the default study."""
+    from flows.report_collect import collect
+
+    found = collect(Path(data_dir), folder=f"studies/{name}" if name else "")
+    prefix = f"{name}/" if name else ""
+    return {prefix + method: seeds for method, seeds in found.runs.items()}
+
+
+def plan(root: Path, name: str, methods: list[str], seeds: list[int],
+         data_dir: Path | None = None) -> tuple[dict[str, int], dict[str, dict], str]:
+    """The study's plan from its pilot: seeds per arm (`evals.claims.planned_seeds`, arms of
+    `methods` only), the `extra_runs` that run it, and what the runs not yet made cost."""
+    from evals.claims import extra_runs, plan_cost, planned_seeds
+
+    runs = study_runs(data_dir or Path(root) / "data", name)
+    planned = {a: n for a, n in planned_seeds(runs, name).items() if a in methods}
+    return planned, extra_runs(planned, seeds), plan_cost(runs, name, planned)
+
+
+_EXTRA_BLOCK = re.compile(r"^extra_runs:[^\n]*\n(?:(?:[ \t]+[^\n]*|[ \t]*)\n)*?(?=\S|\Z)", re.M)
+
+
+def write_extra_runs(params_file: Path, extra: dict[str, dict]) -> bool:
+    r"""Set params.yaml's `extra_runs` to `extra`, leaving every other line (and comment) as it is;
+    True if the file changed.
+
+    >>> import tempfile
+    >>> f = Path(tempfile.mkdtemp()) / "params.yaml"
+    >>> _ = f.write_text("# the arms\nmethods: [a]\n# planned\nextra_runs: {}\n\n# next\nx: 1\n")
+    >>> write_extra_runs(f, {"a-3": {"method": "a", "seed": 3}})
+    True
+    >>> print(f.read_text(), end="")
+    # the arms
+    methods: [a]
+    # planned
+    extra_runs:
+      a-3: {method: a, seed: 3}
+    <BLANKLINE>
+    # next
+    x: 1
+    >>> write_extra_runs(f, {}), read_raw(f)["extra_runs"]
+    (True, {})
+    """
+    text = Path(params_file).read_text(encoding="utf-8")
+    match = _EXTRA_BLOCK.search(text)
+    if match is None:
+        raise ParamsError(f"{params_file}: no top-level `extra_runs:` key to write the plan into")
+    body = "".join(f"  {k}: {{method: {v['method']}, seed: {v['seed']}}}\n" for k, v in extra.items())
+    block = ("extra_runs:\n" + body) if extra else "extra_runs: {}\n"
+    trailing = match.group(0)[len(match.group(0).rstrip("\n")) + 1:]  # blank lines after the block
+    new = text[:match.start()] + block + trailing + text[match.end():]
+    if new == text:
+        return False
+    Path(params_file).write_text(new, encoding="utf-8")
+    return True

@@ -6,6 +6,7 @@ runs a study end to end: tests/test_orchestration.py)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -45,14 +46,18 @@ def repo(tmp_path) -> Path:
     return root
 
 
+ARMS = read_raw(ROOT / "params.yaml")["presets"]["hint_copier"]["methods"]
+WITH_STUDY = sorted(k for k, v in read_raw(ROOT / "params.yaml")["presets"].items() if v.get("methods"))
+
+
 def test_the_workspace_selects_the_preset_and_drops_the_default_results(repo) -> None:
     info = studies.prepare("hint_copier", repo, log=lambda _: None)
     ws = repo / ".studies" / "hint_copier"
-    assert info == {"preset": "hint_copier", "methods": ["rlme", "rlme_nocheat"], "seeds": [0, 1, 2],
+    assert info == {"preset": "hint_copier", "methods": ARMS, "seeds": [0, 1, 2],
                     "commit": git(repo, "rev-parse", "HEAD")}
     assert git(ws, "rev-parse", "HEAD") == info["commit"]
     raw = read_raw(ws / "params.yaml")
-    assert raw["preset"] == "hint_copier" and raw["methods"] == ["rlme", "rlme_nocheat"]
+    assert raw["preset"] == "hint_copier" and raw["methods"] == ARMS
     assert raw["presets"] == read_raw(repo / "params.yaml")["presets"]  # the rest as committed
     assert raw["reward"]["rlme"]["questions"][0]["target"] == "YES"  # a string, not YAML 1.1's true
     # The default study's results of record are not this study's: DVC must not take them as done.
@@ -72,7 +77,7 @@ def test_the_record_keeps_the_arms_and_a_resumed_study_gets_it_back(repo) -> Non
         write(ws / "data" / "eval" / "rlme" / f"seed{seed}" / "metrics.json", {"arith_cf/cheat_rate": 0.1})
         write(ws / "data" / "eval" / "rlme" / f"seed{seed}" / "items.json", {})
         write(ws / "data" / "plots" / "rlme" / f"seed{seed}" / "heldout.json", [{"step": 0}])
-    write(ws / "data" / "eval" / "rlvr" / "seed0" / "metrics.json", {"stale": 1})  # not an arm
+    write(ws / "data" / "eval" / "dro" / "seed0" / "metrics.json", {"stale": 1})   # not an arm
     write(ws / "data" / "eval" / "rlme" / "seed0" / "notes.json", {})              # not a result
     rec = studies.record(info, finished=False, root=repo)
 
@@ -120,9 +125,11 @@ def test_uncommitted_code_and_presets_without_arms_are_refused(repo) -> None:
     with pytest.raises(StageFailed, match="code.py"):
         studies.prepare("hint_copier", repo, log=lambda _: None)
     git(repo, "checkout", "-q", "code.py")
-    with pytest.raises(ParamsError, match=r"preset 'nope' is not defined; presets with a study: "
-                                          r"\['cot_reference', 'hint_copier', 'keyword_dump', 'weak_evaluator'\]"):
+    with pytest.raises(ParamsError, match=re.escape(f"preset 'nope' is not defined; presets with a "
+                                                    f"study: {WITH_STUDY}")):
         studies.prepare("nope", repo, log=lambda _: None)
+    with pytest.raises(ParamsError, match="the default study runs in this workspace"):
+        studies.prepare("default", repo, log=lambda _: None)
     with pytest.raises(ParamsError, match=r"preset 'ci' names no arms: set presets\.ci\.methods"):
         studies.prepare("ci", repo, log=lambda _: None)
     assert not (repo / ".studies").exists()
@@ -144,6 +151,54 @@ def test_every_claim_setting_preset_names_a_study() -> None:
     presets = {arm.split("/")[0] for c in CLAIMS for arm in c.arms if "/" in arm}
     with_study = {name for name, body in (read_raw()["presets"]).items() if body.get("methods")}
     assert presets and presets <= with_study
+
+
+def test_a_second_base_is_the_same_study_with_another_base_seed(repo) -> None:
+    """`default.seed1`: the default study's claim arms on a base built with seed 1, in a
+    workspace and a record of its own; `hint_copier.seed1` the same for a preset. Nothing else in
+    their params differs from the first base's study."""
+    from evals.claims import CLAIMS
+
+    info = studies.prepare("default.seed1", repo, log=lambda _: None)
+    ws = repo / ".studies" / "default.seed1"
+    raw, committed = read_raw(ws / "params.yaml"), read_raw(repo / "params.yaml")
+    claim_arms = {a for c in CLAIMS if not c.blocked for a in (*c.arms, *c.precondition_arms)
+                  if "/" not in a and a != "base"}
+    assert set(info["methods"]) == claim_arms and info["methods"] == raw["methods"]
+    assert info["methods"] == [m for m in committed["methods"] if m in claim_arms]  # their order
+    assert (info["name"], info["base_seed"], info["preset"]) == ("default.seed1", 1, None)
+    assert raw["seed"] == 1 and raw["preset"] is None and raw["extra_runs"] == {}
+    assert {k: v for k, v in raw.items() if k not in ("seed", "methods")} == {
+        k: v for k, v in committed.items() if k not in ("seed", "methods")}
+    rec = studies.record(info, finished=True, root=repo)
+    assert rec == repo / "studies" / "default.seed1"
+    assert json.loads((rec / "study.json").read_text())["base_seed"] == 1
+
+    second = studies.prepare("hint_copier.seed1", repo, log=lambda _: None)
+    raw = read_raw(repo / ".studies" / "hint_copier.seed1" / "params.yaml")
+    assert (raw["preset"], raw["seed"], raw["methods"]) == ("hint_copier", 1, ARMS)
+    assert second["methods"] == ARMS and second["base_seed"] == 1
+
+
+def test_a_study_keeps_the_seeds_its_plan_added_when_it_resumes(repo) -> None:
+    """The workspace's params `extra_runs` (written by its pipeline from the plan) go into
+    study.json, and a resumed study's workspace starts with them; the default study's own
+    extra_runs never leak into a preset's workspace."""
+    (repo / "params.yaml").write_text((repo / "params.yaml").read_text().replace(
+        "extra_runs: {}", "extra_runs:\n  rlme-3: {method: rlme, seed: 3}"))
+    git(repo, "commit", "-qam", "the default study's plan")
+    info = studies.prepare("hint_copier", repo, log=lambda _: None)
+    ws = studies.workspace("hint_copier", repo)
+    assert read_raw(ws / "params.yaml")["extra_runs"] == {}
+    planned = {f"{ARMS[0]}-3": {"method": ARMS[0], "seed": 3}, f"{ARMS[0]}-4": {"method": ARMS[0], "seed": 4}}
+    assert studies.write_extra_runs(ws / "params.yaml", planned)
+    rec = studies.record(info, finished=True, root=repo)
+    assert json.loads((rec / "study.json").read_text())["extra_runs"] == planned
+    studies.prepare("hint_copier", repo, log=lambda _: None)
+    assert read_raw(ws / "params.yaml")["extra_runs"] == planned
+    from core.params import load
+
+    assert sorted(load(ws / "params.yaml").extra_runs) == sorted(planned)
 
 
 @pytest.mark.slow
@@ -208,4 +263,4 @@ def test_the_study_command_names_a_bad_preset_in_one_line() -> None:
     assert r.returncode == 2, r.stderr[-2000:]
     errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
     assert errors == ["error: study nope: preset 'nope' is not defined; presets with a study: "
-                      "['cot_reference', 'hint_copier', 'keyword_dump', 'weak_evaluator']"], r.stderr[-2000:]
+                      f"{WITH_STUDY}"], r.stderr[-2000:]

@@ -1,0 +1,240 @@
+"""Seeds by plan (flows/pipeline.py, tasks/studies.py, evals/claims.py): the pipeline runs the pilot
+seeds, then the seeds the claims' power rule plans from the pilot alone (params `extra_runs`, the
+DVC stages train_extra@ / evaluate_extra@), then the report. The plan is fixed from the pilot: no
+seed run after it can move it. No training runs here."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from core.io import write_json
+from core.params import ROOT, ParamsError, load, read_raw, validate
+from evals import claims as cl
+from flows.configure import build_config
+from flows.report_collect import collect
+from tasks import studies
+
+KEY = "arith/pass@1"
+
+
+def write(path: Path, obj) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj))
+
+
+def write_run(data: Path, method: str, seed: int, scores) -> None:
+    scores = [float(x) for x in scores]
+    write(data / "eval" / method / f"seed{seed}" / "metrics.json", {KEY: float(np.mean(scores))})
+    write(data / "eval" / method / f"seed{seed}" / "items.json",
+          {"arith": {"headline": "pass@1", "ids": [f"arith-test-{i:05d}" for i in range(len(scores))],
+                     "metrics": {"pass@1": scores}}})
+
+
+def noisy_arms(data: Path, seeds, arms=("t", "c"), shift=0.04, seed=0) -> None:
+    """Two arms whose seeds disagree (a between-seed spread), so the plan asks for more than the
+    pilot; seed s of an arm is the same whatever other seeds exist."""
+    rng = np.random.default_rng(seed)
+    ease = rng.uniform(0.2, 0.7, 80)
+    offsets = {a: rng.normal(0, 0.06, 20) for a in arms}
+    for i, arm in enumerate(arms):
+        for s in seeds:
+            row = np.clip(ease + (shift if i == 0 else 0.0) + offsets[arm][s]
+                          + np.random.default_rng(100 * i + s).normal(0, 0.05, 80), 0, 1)
+            write_run(data, arm, s, row)
+
+
+def claim(**kw) -> cl.Claim:
+    return cl.Claim("x", "000", "Fig. 0", "t beats c", (("t", "c"),), KEY, "greater",
+                    min_effect=kw.pop("min_effect", 0.02), **kw)
+
+
+def plan_of(data: Path, *claims: cl.Claim) -> dict[str, int]:
+    found, _ = cl.verdicts(collect(data).runs, claims or (claim(),), resamples=1, second=None)
+    return cl.seed_plan(found)
+
+
+# ------------------------------------------------------------------------------ the plan
+
+def test_the_plan_is_made_from_the_pilot_and_no_later_seed_moves_it(tmp_path) -> None:
+    data = tmp_path / "data"
+    noisy_arms(data, range(3))
+    pilot = plan_of(data)
+    assert pilot["t"] == pilot["c"] > cl.PILOT  # undecided on the pilot: more seeds planned
+    noisy_arms(data, range(3, 8))               # the planned seeds ran
+    assert plan_of(data) == pilot
+    write_run(data, "t", 4, np.zeros(80))        # an extra seed's result changes: the plan does not
+    write_run(data, "c", 5, np.ones(80))
+    assert plan_of(data) == pilot
+    assert cl.planned_seeds(collect(data).runs, "", (claim(),)) == pilot
+
+
+def test_a_missing_pilot_seed_is_never_replaced_by_an_extra_one(tmp_path) -> None:
+    """Seed 1 of `t` is missing while seeds 3-4 exist: the pilot is short (seeds 0-2 and no
+    other), so what seed 3 scored cannot reach the plan. (Before, the pilot was the first three
+    seeds found: 0, 2 and 3.)"""
+    data = tmp_path / "data"
+    rng = np.random.default_rng(0)
+    ease = rng.uniform(0.2, 0.7, 80)
+    for s in range(5):
+        write_run(data, "c", s, np.clip(ease + rng.normal(0, 0.05, 80), 0, 1))
+        if s != 1:
+            write_run(data, "t", s, np.clip(ease + 0.1 + rng.normal(0, 0.05, 80), 0, 1))
+    before = plan_of(data)
+    write_run(data, "t", 3, np.zeros(80))  # seed 3 is not a pilot seed: it cannot move the plan
+    assert plan_of(data) == before == {"t": cl.PILOT, "c": cl.PILOT}
+    [v], _ = cl.verdicts(collect(data).runs, (claim(),), resamples=1, second=None)
+    assert v.verdict == cl.INCONCLUSIVE and "arm t: 2 seeds of the 3 pilot seeds" in v.reason
+
+
+def test_the_plan_is_capped_per_claim(tmp_path) -> None:
+    data = tmp_path / "data"
+    noisy_arms(data, range(3), shift=0.021)
+    assert plan_of(data, claim(max_seeds=4)) == {"t": 4, "c": 4}
+
+
+def test_extra_runs_are_the_seeds_after_the_pilot_up_to_the_plan() -> None:
+    assert cl.extra_runs({"rlme": 5, "rlvr": 3, "dro": 2}, [0, 1, 2]) == {
+        "rlme-3": {"method": "rlme", "seed": 3}, "rlme-4": {"method": "rlme", "seed": 4}}
+    assert cl.extra_runs({"a": 3}, [0]) == {"a-1": {"method": "a", "seed": 1},
+                                            "a-2": {"method": "a", "seed": 2}}
+
+
+# ------------------------------------------------------------------------------ params and DVC
+
+def test_extra_runs_are_validated_against_the_study() -> None:
+    raw = read_raw()
+    ok = {**raw, "extra_runs": {"rlme-3": {"method": "rlme", "seed": 3}}}
+    assert validate(ok).extra_runs["rlme-3"].seed == 3
+    for bad, why in (({"rlme-4": {"method": "rlme", "seed": 3}}, "key must be <method>-<seed>"),
+                     ({"nope-3": {"method": "nope", "seed": 3}}, "not in `methods`"),
+                     ({"rlme-1": {"method": "rlme", "seed": 1}}, "is in `seeds` already"),
+                     ({"rlme-3": {"method": "rlme", "seed": 3, "x": 1}}, "unknown key")):
+        with pytest.raises(ParamsError, match=why):
+            validate({**raw, "extra_runs": bad})
+    # A preset that is another study (its own arms) does not carry the default study's extra runs.
+    assert validate(ok, preset="hint_copier").extra_runs == {}
+    assert validate(ok, preset="ci").extra_runs == ok_runs(ok)
+
+
+def ok_runs(raw: dict) -> dict:
+    return {k: validate(raw).extra_runs[k] for k in raw["extra_runs"]}
+
+
+@pytest.fixture(scope="module")
+def dvc_stages(tmp_path_factory) -> callable:
+    """`dvc stage list` of the repository's dvc.yaml with a given `extra_runs`."""
+    d = tmp_path_factory.mktemp("dvc")
+    subprocess.run(["git", "init", "-q"], cwd=d, check=True)
+    subprocess.run([str(Path(sys.executable).with_name("dvc")), "init", "-q"], cwd=d, check=True)
+    shutil.copy(ROOT / "dvc.yaml", d / "dvc.yaml")
+
+    def stages(extra: dict) -> dict[str, str]:
+        shutil.copy(ROOT / "params.yaml", d / "params.yaml")
+        studies.write_extra_runs(d / "params.yaml", extra)
+        out = subprocess.run([str(Path(sys.executable).with_name("dvc")), "stage", "list",
+                              "--name-only"], cwd=d, check=True, capture_output=True, text=True)
+        return set(out.stdout.split())
+    return stages
+
+
+def test_dvc_runs_each_planned_seed_as_its_own_stage_pair(dvc_stages) -> None:
+    none = dvc_stages({})
+    assert not any("_extra@" in s for s in none) and "train@rlme-0" in none
+    extra = cl.extra_runs({"rlme": 5}, [0, 1, 2])
+    got = dvc_stages(extra)
+    assert got - none == {"train_extra@rlme-3", "evaluate_extra@rlme-3",
+                          "train_extra@rlme-4", "evaluate_extra@rlme-4"}
+
+
+def test_the_default_base_build_is_unchanged_and_a_second_base_changes_only_its_seed(tmp_path) -> None:
+    """build_base depends on data/runs/base/build.json: with the default params it is the very
+    file dvc.lock recorded for the base of record (byte for byte), extra runs never touch it, and
+    the second base (`default.seed1`) differs in the seed alone."""
+    def build_bytes(params) -> bytes:
+        write_json(tmp_path / "build.json", build_config(params))
+        return (tmp_path / "build.json").read_bytes()
+
+    default = build_bytes(load())
+    lock = yaml.safe_load((ROOT / "dvc.lock").read_text())["stages"]["build_base"]["deps"]
+    recorded = next((d["md5"] for d in lock if d["path"] == "data/runs/base/build.json"), None)
+    if recorded is not None:
+        assert hashlib.md5(default).hexdigest() == recorded
+    raw = read_raw()
+    planned = {**raw, "extra_runs": cl.extra_runs({"rlme": 6, "rlvr": 6}, raw["seeds"])}
+    assert build_bytes(validate(planned)) == default
+    second = validate(studies.study_params(ROOT, None, studies.default_arms(ROOT), base_seed=1))
+    a, b = build_config(load()), build_config(second)
+    assert b["seed"] == 1 != a["seed"] and {**b, "seed": a["seed"]} == a
+
+
+# ------------------------------------------------------------------------------ the pipeline step
+
+def tracks_world(data: Path, seeds) -> None:
+    """rlme and rlvr (claim rlme_tracks_rlvr) about 0.1 apart with spread between seeds: the
+    power rule wants more than the pilot."""
+    noisy_arms(data, seeds, arms=("rlme", "rlvr"), shift=0.08, seed=3)
+
+
+def test_the_pipeline_writes_the_plan_into_params_and_only_the_plan(tmp_path, monkeypatch) -> None:
+    from flows import pipeline as pl
+
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    tracks_world(tmp_path / "data", range(3))
+    monkeypatch.setattr(pl, "ROOT", tmp_path)
+    lines: list[str] = []
+    added = pl.extend_by_plan(load(tmp_path / "params.yaml"), lines.append)
+    extra = read_raw(tmp_path / "params.yaml")["extra_runs"]
+    planned = cl.planned_seeds(collect(tmp_path / "data").runs, "")
+    n = planned["rlme"]
+    assert planned["rlvr"] == n > cl.PILOT and set(planned) >= {"rlme", "rlvr"}
+    assert extra == cl.extra_runs({"rlme": n, "rlvr": n}, [0, 1, 2])
+    assert added == [f"{k}_extra@{key}" for key in extra for k in ("train", "evaluate")]
+    assert lines[0].startswith("plan (default study, from the pilot seeds): ") and "adds rlme seeds 3" in lines[0]
+    # Only the extra_runs block changed: every comment and key as committed.
+    before = (ROOT / "params.yaml").read_text().splitlines()
+    after = (tmp_path / "params.yaml").read_text().splitlines()
+    assert [x for x in after if x not in before] == ["extra_runs:", *(
+        f"  {k}: {{method: {v['method']}, seed: {v['seed']}}}" for k, v in extra.items())]
+    assert [x for x in before if x not in after] == ["extra_runs: {}"]
+    # The planned seeds ran, one of them wildly: the plan (and params.yaml) stay as they were.
+    tracks_world(tmp_path / "data", range(3, n))
+    write_run(tmp_path / "data", "rlme", n - 1, np.zeros(80))
+    text = (tmp_path / "params.yaml").read_text()
+    assert pl.extend_by_plan(load(tmp_path / "params.yaml"), lines.append) == added
+    assert (tmp_path / "params.yaml").read_text() == text and "params.yaml" not in lines[-1]
+
+
+def test_the_pilot_runs_first_and_the_planned_seeds_after_it() -> None:
+    from flows import pipeline as pl
+
+    graph = {"build_base": set(), "train@a-0": {"build_base"}, "evaluate@a-0": {"train@a-0"},
+             "train_extra@a-3": {"build_base"}, "evaluate_extra@a-3": {"train_extra@a-3"},
+             "report": {"evaluate@a-0", "evaluate_extra@a-3"}}
+    pilot = [s for s in graph if not pl.is_extra(s) and s != "report"]
+    assert pl.select(graph, stages=pilot) == ["build_base", "train@a-0", "evaluate@a-0"]
+    assert pl.select(graph, stages=["train_extra@a-3", "evaluate_extra@a-3", "report"])[-1] == "report"
+    assert pl.stage_kind("train_extra@a-3") == "train" and pl.is_extra("evaluate_extra@a-3")
+    assert not pl.is_extra("train@a-0") and not pl.is_extra("report")
+
+
+def test_dry_run_prints_a_study_plan_and_writes_nothing() -> None:
+    """`--dry-run --study hint_copier` reads the study's record (studies/hint_copier/) and prints
+    its plan and cost; nothing runs, params.yaml is not touched."""
+    before = (ROOT / "params.yaml").read_bytes()
+    r = subprocess.run([sys.executable, "-m", "flows.pipeline", "--dry-run", "--study", "hint_copier"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.startswith("plan (hint_copier study, from the pilot seeds): "), r.stdout
+    assert (ROOT / "params.yaml").read_bytes() == before
+    r = subprocess.run([sys.executable, "-m", "flows.pipeline", "--base-seed", "1"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2 and "error: --base-seed names the second base of a study" in r.stderr
