@@ -666,7 +666,9 @@ def _cost(arm_runs: Mapping[str, Mapping[int, RunFiles]], want: Mapping[str, int
         return f"{runs_}; cost unknown (no committed stage time)"
     if covers == {"evaluate only"}:
         return f"{runs_}, at least {_hours(seconds)} (their evaluations alone: no training time is committed)"
-    return f"{runs_}, about {_hours(seconds)} ({', '.join(sorted(covers))}: committed stage times)"
+    # A part of the cost unrecorded (no training time, or an arm with none) makes it a lower bound.
+    bound = "about" if covers == {"train + evaluate"} else "at least"
+    return f"{runs_}, {bound} {_hours(seconds)} ({', '.join(sorted(covers))}: committed stage times)"
 
 
 def check(runs: Runs, claim: Claim, pre: Precondition, notes: list[str], resamples: int = RESAMPLES,
