@@ -221,8 +221,11 @@ def check_python(module: str, args: list[str]) -> list[str]:
     preset = getattr(ns, "preset", None)
     if preset and preset not in presets():
         problems.append(f"no preset {preset!r}")
+    from evals.claims import parse_study
+
     for study in getattr(ns, "study", None) or []:
-        if study != "all" and study not in study_presets():
+        preset, seed = parse_study(study)  # a second base: `<preset>.seed<N>`, `default.seed<N>`
+        if study != "all" and preset not in study_presets() and not (preset == "" and seed is not None):
             problems.append(f"--study {study}: not a preset that names arms ({sorted(study_presets())})")
     method = getattr(ns, "method", None)
     if isinstance(method, str) and module in ("flows.train", "flows.evaluate") and method != "base":
