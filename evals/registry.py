@@ -152,6 +152,17 @@ TASK_HEADLINE = {"arith": ["arith/pass@1"], "facts": ["facts/coverage"],
                  "pairs": ["pairs/outcome_acc", "pairs/rc"]}
 
 
+def headline_metrics(task: str) -> list[str]:
+    """The metrics a trained task is judged by, first the one ranked and checkpointed on (higher
+    is better): `TASK_HEADLINE`'s, else `<task>/pass@1` (arith_cf: counterfactual accuracy, not
+    the cheat rate its benchmark reports first).
+
+    >>> headline_metrics("pairs"), headline_metrics("arith_cf")
+    (['pairs/outcome_acc', 'pairs/rc'], ['arith_cf/pass@1'])
+    """
+    return TASK_HEADLINE.get(task, [f"{task}/pass@1"])
+
+
 def headline(metrics: dict) -> dict:
     """The headline metrics among an evaluation's `metrics`: one column or two per benchmark
     scored, so that `dvc metrics show` prints one narrow row per run.

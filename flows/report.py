@@ -213,11 +213,24 @@ def table(agg: dict[str, dict]) -> str:
 
 
 def left_out_markdown(left_out: Sequence[str]) -> str:
-    """The first screen's warning: the stale runs no table or claim pools, each with why."""
+    """The first screen's warning: the stale runs no table or claim pools, grouped by why (each
+    entry is `<run>: <why>`), each group's runs counted by method.
+
+    >>> left_out_markdown(["rlvr/seed0: base a", "rlvr/seed1: base a", "base: base a"]).split(". ")[1]
+    'base a: base, rlvr ×2.'
+    """
     if not left_out:
         return ""
+    groups: dict[str, dict[str, int]] = {}
+    for entry in left_out:
+        run, _, why = entry.partition(": ")
+        method = run.rsplit("/seed", 1)[0]
+        counts = groups.setdefault(why or "stale", {})
+        counts[method] = counts.get(method, 0) + 1
+    said = "; ".join(f"{why}: " + ", ".join(m if n == 1 else f"{m} ×{n}" for m, n in sorted(c.items()))
+                     for why, c in groups.items())
     return (f"> **{len(left_out)} stale run{'s' * (len(left_out) != 1)} left out** of every table and "
-            "claim (a number is never pooled across bases): " + "; ".join(left_out) + ".")
+            f"claim (a number is never pooled across bases). {said}.")
 
 
 def summary_markdown(agg: dict[str, dict], collected: Collected, smoke: Sequence[str] = (),
@@ -463,10 +476,26 @@ def with_studies(collected: Collected, data_dir: Path) -> Collected:
 
 
 def claims_readme(every: Collected, collapse: CollapseConfig) -> str:
-    """The README's claims block: the verdict table, then the collapse alarms' error rates."""
-    found, notes = verdicts(every.runs)
-    return "\n\n".join([claims_markdown(found, notes, heading=False), "Collapse alarms over the same runs:",
-                         alarms_markdown(alarms_.score(every, collapse))])
+    """The README's claims block, one line per claim (the front page stays short: the full table,
+    with settings, preconditions and what each undecided claim needs, is the report's and
+    `reports/claims.json`'s), then the runs still needed and the alarms' count line."""
+    found, _ = verdicts(every.runs)
+    rows = []
+    for v in found:
+        c = v.claim
+        diff = "; ".join(i.replace(" (no interval before the planned seeds)", "")
+                         for x in v.comparisons if (i := _interval(x)) != "—") or "—"
+        second = second_base_cell(v)
+        rows.append([f"`{c.id}`", f"{c.paper} {c.figure}", diff.replace("|", "\\|"),
+                     f"**{v.verdict}**", second[0]])
+    parts = [_markdown(["claim", "paper", "difference [95% interval]", "verdict", "second base"], rows)]
+    if needed := runs_needed(found):
+        parts.append("Runs still needed for a verdict (seeds planned by the power rule): "
+                     + "; ".join(f"`{cmd}`" for cmd, _ in needed) + ".")
+    record = alarms_.score(every, collapse)
+    parts.append(f"Collapse alarms over the same runs: {alarms_.counts(record)} (their error rates "
+                 "against a label no alarm reads: the report, `reports/alarms.json`).")
+    return "\n\n".join(parts)
 
 
 def _collapse_config(params: Params | None) -> CollapseConfig:

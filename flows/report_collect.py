@@ -29,7 +29,7 @@ from core import paths
 from core.io import read_json
 from core.params import ROOT, Params
 from evals.lineage import Lineages
-from evals.registry import TASK_HEADLINE
+from evals.registry import TASK_HEADLINE, headline_metrics
 from tasks.stages import code_changes
 
 # TASK_HEADLINE (evals/registry.py): the metrics a task is judged by (higher is better for each),
@@ -270,10 +270,6 @@ def run_task(data_dir: Path, method: str, collected: Collected | None = None,
         except (ValueError, KeyError):
             pass
     return "arith"
-
-
-def headline_metrics(task: str) -> list[str]:
-    return TASK_HEADLINE.get(task, [f"{task}/pass@1"])
 
 
 @dataclass

@@ -214,10 +214,12 @@ def train(params: Params, method: str | ResolvedMethod, seed: int,
     def on_event(event) -> None:
         tracking.set_tags({f"collapse.{event.kind}": f"step {event.step}: {event.message}"})
 
-    from evals.suite import BENCHMARKS
+    from evals.registry import headline_metrics
     from models.collapse import CollapseConfig, CollapseMonitor
 
-    headline = f"{g.task}/{BENCHMARKS[g.task][2]}"
+    # The metric the best checkpoint and the collapse monitor maximise (arith_cf: counterfactual
+    # accuracy; its benchmark's own headline, the cheat rate, would reward copying).
+    headline = headline_metrics(g.task)[0]
     monitor = CollapseMonitor(CollapseConfig(**params.collapse.model_dump()))
     callback = HeldoutCallback(heldout, g.heldout_every, headline, monitor,
                                best_dir=out / "best", tokenizer=tokenizer, sink=sink,
