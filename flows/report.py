@@ -52,7 +52,7 @@ from prefect import flow
 
 from core import paths
 from core.cli import parser, run_main
-from core.io import write_json
+from core.io import read_json, write_json
 from core.params import Params, load
 from evals.claims import (
     INCONCLUSIVE,
@@ -450,8 +450,24 @@ def write_readme(readme: Path, data_dir: Path = paths.DATA, params: Params | Non
     found = collect(data_dir, params.methods)
     fresh = current(found)
     every = with_studies(found, data_dir)
-    update_readme(readme, results_markdown(aggregate(fresh), fresh, data_dir, params, current(every).left_out))
+    update_readme(readme, results_markdown(aggregate(fresh), fresh, data_dir, params, current(every).left_out)
+                  + run_cost_line(Path(data_dir).parent / "reports" / "times" / "quick.json"))
     update_readme(readme, claims_readme(every, _collapse_config(params)), CLAIMS_BEGIN, CLAIMS_END)
+
+
+def run_cost_line(times: Path) -> str:
+    """The README's line on what `make run` cost here, from the times the pipeline recorded
+    (flows/pipeline.py `write_times`); nothing before a `make run` was recorded."""
+    if not times.exists():
+        return ""
+    t = read_json(times)
+    ran = {s: v for s, v in t["stages"].items() if v["action"] not in ("skip", "not run")}
+    longest = max(ran.items(), key=lambda kv: kv[1]["seconds"] or 0, default=None)
+    return (f"\n\n`make run` took {t['wall_seconds'] / 60:.0f} min here ({t['machine']['cores']} cores, "
+            f"up to {t['max_parallel']} stages at once; {len(ran)} of {len(t['stages'])} stages ran, the "
+            "rest were up to date"
+            + (f"; the longest, `{longest[0]}`, {longest[1]['seconds'] / 60:.0f} min" if longest else "")
+            + "): `reports/times/quick.json`.")
 
 
 def update_readme(readme: Path, text: str, begin: str = README_BEGIN, end: str = README_END) -> None:

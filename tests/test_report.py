@@ -564,3 +564,16 @@ def test_the_dvc_plots_page_template_is_offline() -> None:
         assert f"<script>/* {bundle}" in page
     assert template.stat().st_size < 1_500_000
     assert "dvc_plots/" in (ROOT / ".gitignore").read_text().splitlines()
+
+
+def test_the_readme_says_what_make_run_cost_from_the_recorded_times(tmp_path) -> None:
+    """`make run`'s cost on the front page comes from the times the pipeline recorded, not prose."""
+    from flows.pipeline import write_times
+
+    times = tmp_path / "quick.json"
+    assert rep.run_cost_line(times) == ""  # nothing recorded yet: nothing said
+    write_times(times, {"prepare": (0.0, 1.0), "train@rlvr-0": (1.0, 601.0), "train@dro-0": (1.0, 721.0)},
+                {"prepare": {"action": "skip"}, "train@rlvr-0": {"action": "run"},
+                 "train@dro-0": {"action": "run"}}, {}, 725.0, 2)
+    line = rep.run_cost_line(times)
+    assert "took 12 min" in line and "2 of 3 stages ran" in line and "`train@dro-0`, 12 min" in line
