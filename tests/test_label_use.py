@@ -33,6 +33,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_ranks import _completion  # the same four completions per prompt
+
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "docs" / "methods" / "label_use.json"
 DOC = ROOT / "docs" / "methods" / "README.md"
@@ -122,20 +124,6 @@ def _train_rows(raw: list[dict], tmp: Path) -> list[dict]:
     tmp.mkdir(parents=True, exist_ok=True)
     write_jsonl(tmp / "x_train.jsonl", raw)
     return task_rows(tmp, "x")
-
-
-def _completion(task: str, row: dict, j: int) -> str:
-    """The j-th completion of a prompt: right, wrong, unfinished, off-topic (per task)."""
-    if task == "arith":
-        ref = row["reference"]
-        wrong = ref.replace(f"\\boxed{{{row['answer']}}}", f"\\boxed{{{int(row['answer']) + 1}}}")
-        return (ref, wrong, ref.split(" The answer is")[0] + ".", " I do not know.")[j % 4]
-    if task == "facts":
-        refs = row["references"]
-        return (refs[0], refs[1], "\n".join(refs[2].split("\n")[:2]), " It is nice.")[j % 4]
-    demo = row["demonstration"]
-    flipped = demo.replace("B>A", "X").replace("A>B", "B>A").replace("X", "A>B")
-    return (demo, flipped, "\n1. Both are fine.\nVerdict: \\boxed{A>B}", " no verdict")[j % 4]
 
 
 def _other(word: str, pool: list[str]) -> str:
