@@ -476,7 +476,7 @@ def extend_by_plan(params: Params, log=print, write: bool = True) -> list[str]:
     from tasks import studies
 
     name = studies.study_name(ROOT)
-    planned, extra, cost = studies.plan(ROOT, name, list(params.methods), list(params.seeds))
+    planned, extra, cost = study_plan(ROOT, name, list(params.methods), list(params.seeds))
     log(plan_text(name, planned, extra, cost))
     if write and studies.write_extra_runs(ROOT / "params.yaml", extra):
         log(f"params.yaml: extra_runs set to the plan's {len(extra)} run(s)")
@@ -518,6 +518,29 @@ def write_times(path: Path, timed: dict[str, tuple[float, float | None]], result
                       "machine": {"cpu": platform.processor() or platform.machine(),
                                   "cores": os.cpu_count()},
                       "stages": stages})
+
+
+# The seeds-by-plan helpers read runs the way the report does (flows/report_collect.py), so
+# they live here, above tasks/ (which imports nothing from flows/).
+def study_runs(data_dir: Path, name: str = "") -> dict:
+    """The runs under a study's `data_dir` (its lineage read from the dvc.lock beside it), named
+    as evals/claims.yaml names them: `<name>/<arm>` outside the default study."""
+    from flows.report_collect import collect
+
+    found = collect(Path(data_dir), folder=f"studies/{name}" if name else "")
+    prefix = f"{name}/" if name else ""
+    return {prefix + method: seeds for method, seeds in found.runs.items()}
+
+
+def study_plan(root: Path, name: str, methods: list[str], seeds: list[int],
+               data_dir: Path | None = None) -> tuple[dict[str, int], dict[str, dict], str]:
+    """The study's plan from its pilot: seeds per arm (`evals.claims.planned_seeds`, arms of
+    `methods` only), the `extra_runs` that run it, and what the runs not yet made cost."""
+    from evals.claims import extra_runs, plan_cost, planned_seeds
+
+    runs = study_runs(data_dir or Path(root) / "data", name)
+    planned = {a: n for a, n in planned_seeds(runs, name).items() if a in methods}
+    return planned, extra_runs(planned, seeds), plan_cost(runs, name, planned)
 
 
 # How often the pipeline logs its progress line while stages run (also whenever a stage ends).
@@ -749,7 +772,7 @@ def dry_run(args: argparse.Namespace) -> int:
         for name in study_names(args.study, args.base_seed):
             methods, seeds = studies.study_arms(name, ROOT)
             data = studies.record_dir(name, ROOT) / "data"
-            planned, extra, cost = studies.plan(ROOT, name, methods, seeds, data)
+            planned, extra, cost = study_plan(ROOT, name, methods, seeds, data)
             print(plan_text(name, planned, extra, cost)
                   + ("" if data.is_dir() else f"\n  (no record in {data.parent.relative_to(ROOT)} yet: "
                      "its pilot runs first)"))

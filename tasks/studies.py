@@ -232,27 +232,6 @@ def _copy(src: Path, dst: Path) -> None:
 
 # ------------------------------------------------------------------------------ seeds by plan
 
-def study_runs(data_dir: Path, name: str = "") -> dict:
-    """The runs under a study's `data_dir` (its lineage read from the dvc.lock beside it), named
-    as evals/claims.yaml names them: `<name>/<arm>` outside the default study."""
-    from flows.report_collect import collect
-
-    found = collect(Path(data_dir), folder=f"studies/{name}" if name else "")
-    prefix = f"{name}/" if name else ""
-    return {prefix + method: seeds for method, seeds in found.runs.items()}
-
-
-def plan(root: Path, name: str, methods: list[str], seeds: list[int],
-         data_dir: Path | None = None) -> tuple[dict[str, int], dict[str, dict], str]:
-    """The study's plan from its pilot: seeds per arm (`evals.claims.planned_seeds`, arms of
-    `methods` only), the `extra_runs` that run it, and what the runs not yet made cost."""
-    from evals.claims import extra_runs, plan_cost, planned_seeds
-
-    runs = study_runs(data_dir or Path(root) / "data", name)
-    planned = {a: n for a, n in planned_seeds(runs, name).items() if a in methods}
-    return planned, extra_runs(planned, seeds), plan_cost(runs, name, planned)
-
-
 _EXTRA_BLOCK = re.compile(r"^extra_runs:[^\n]*\n(?:(?:[ \t]+[^\n]*|[ \t]*)\n)*?(?=\S|\Z)", re.M)
 
 
