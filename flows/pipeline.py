@@ -115,16 +115,40 @@ def depths(graph: dict[str, set[str]], order: list[str]) -> dict[str, int]:
     return out
 
 
-def deepest_first(ready: list[str], depth: dict[str, int]) -> list[str]:
-    """The ready stages, the deepest first (ties in DAG order): a finished training is evaluated
-    before the next one starts, so results arrive as soon as they can and an interrupted run
-    leaves whole runs, not trained models waiting for their evaluation.
+def deepest_first(ready: list[str], depth: dict[str, int],
+                  expected: dict[str, float] | None = None) -> list[str]:
+    """The ready stages, the deepest first: a finished training is evaluated before the next one
+    starts, so results arrive as soon as they can and an interrupted run leaves whole runs, not
+    trained models waiting for their evaluation. Among stages of one depth, the longest expected
+    first (`expected`: seconds a stage took when last recorded; a stage never recorded counts as
+    the longest): with two slots, a long training started last would run alone at the end.
+    Ties keep DAG order.
 
     >>> deepest_first(["train@a-1", "train@b-0", "evaluate@a-0"],
     ...               {"train@a-1": 1, "train@b-0": 1, "evaluate@a-0": 2})
     ['evaluate@a-0', 'train@a-1', 'train@b-0']
+    >>> deepest_first(["train@a-0", "train@b-0", "train@c-0"], {"train@a-0": 1, "train@b-0": 1,
+    ...               "train@c-0": 1}, {"train@a-0": 300.0, "train@b-0": 900.0})
+    ['train@c-0', 'train@b-0', 'train@a-0']
     """
-    return sorted(ready, key=lambda s: -depth[s])
+    expected = expected or {}
+    return sorted(ready, key=lambda s: (-depth[s], -expected.get(s, float("inf"))))
+
+
+def recorded_seconds(folder: Path = ROOT / "reports" / "times") -> dict[str, float]:
+    """Each stage's longest wall time among the recorded runs (`write_times`), for scheduling."""
+    from core.io import read_json
+
+    out: dict[str, float] = {}
+    for f in sorted(Path(folder).glob("*.json")):
+        try:
+            stages = read_json(f)["stages"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # a scheduling hint, never worth failing a run for
+        for stage, t in stages.items():
+            if isinstance(t, dict) and t.get("action") not in ("skip", "not run") and t.get("seconds"):
+                out[stage] = max(out.get(stage, 0.0), float(t["seconds"]))
+    return out
 
 
 def retryable(task, task_run, state) -> bool:
@@ -400,6 +424,7 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
     held: dict[str, list[int]] = {}  # stage -> the GPUs it runs on (given back when it ends)
     pending = list(order)
     depth = depths(graph, order)
+    expected = recorded_seconds()
     board, shown, bar = Board(), time.monotonic(), _progress_artifact(len(order))
     began, timed = time.monotonic(), {}  # stage -> (start, end), seconds since `began`
     while pending or running:
@@ -411,7 +436,7 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
                 blocked.append(s)
             elif upstream <= set(results):
                 ready.append(s)
-        ready = deepest_first(ready, depth)
+        ready = deepest_first(ready, depth, expected)
         placed = place_stages(ready, limit - len(running), need, pool)
         for (s, gpus), (_, threads) in zip(placed, starts([s for s, _ in placed], len(running),
                                                            limit, os.cpu_count() or 1, fixed)):

@@ -238,3 +238,22 @@ def test_dry_run_prints_a_study_plan_and_writes_nothing() -> None:
     r = subprocess.run([sys.executable, "-m", "flows.pipeline", "--base-seed", "1"], cwd=ROOT,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 2 and "error: --base-seed names the second base of a study" in r.stderr
+
+
+def test_the_longest_recorded_training_starts_first(tmp_path) -> None:
+    """Stages of one depth start longest-recorded first (a long training started last runs alone
+    at the end of a two-slot run); evaluations still come before new trainings."""
+    from flows.pipeline import deepest_first, recorded_seconds, write_times
+
+    write_times(tmp_path / "quick.json", {"train@rlvr-0": (0.0, 300.0), "train@rationale-0": (0.0, 800.0),
+                                          "prepare": (0.0, 1.0)},
+                {"train@rlvr-0": {"action": "run"}, "train@rationale-0": {"action": "run"},
+                 "prepare": {"action": "skip"}}, {}, 800.0, 2)
+    write_times(tmp_path / "study.json", {"train@rlvr-0": (0.0, 400.0)},
+                {"train@rlvr-0": {"action": "run"}}, {}, 400.0, 2)
+    (tmp_path / "broken.json").write_text("{not json")
+    seconds = recorded_seconds(tmp_path)
+    assert seconds == {"train@rlvr-0": 400.0, "train@rationale-0": 800.0}  # an up-to-date stage says nothing
+    ready = ["train@rlvr-0", "train@rationale-0", "evaluate@dro-0"]
+    depth = {"train@rlvr-0": 1, "train@rationale-0": 1, "evaluate@dro-0": 2}
+    assert deepest_first(ready, depth, seconds) == ["evaluate@dro-0", "train@rationale-0", "train@rlvr-0"]
