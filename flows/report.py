@@ -212,25 +212,29 @@ def table(agg: dict[str, dict]) -> str:
     return _markdown(["method", *cols], rows)
 
 
-def left_out_markdown(left_out: Sequence[str]) -> str:
-    """The first screen's warning: the stale runs no table or claim pools, grouped by why (each
-    entry is `<run>: <why>`), each group's runs counted by method.
+def left_out_summary(left_out: Sequence[str]) -> str:
+    """The stale runs (each entry `<run>: <why>`) grouped by why, each group's runs counted by
+    method: one short sentence however many runs a new base leaves behind.
 
-    >>> left_out_markdown(["rlvr/seed0: base a", "rlvr/seed1: base a", "base: base a"]).split(". ")[1]
-    'base a: base, rlvr ×2.'
+    >>> left_out_summary(["rlvr/seed0: base a", "rlvr/seed1: base a", "base: base a"])
+    'base a: base, rlvr ×2'
     """
-    if not left_out:
-        return ""
     groups: dict[str, dict[str, int]] = {}
     for entry in left_out:
         run, _, why = entry.partition(": ")
         method = run.rsplit("/seed", 1)[0]
         counts = groups.setdefault(why or "stale", {})
         counts[method] = counts.get(method, 0) + 1
-    said = "; ".join(f"{why}: " + ", ".join(m if n == 1 else f"{m} ×{n}" for m, n in sorted(c.items()))
+    return "; ".join(f"{why}: " + ", ".join(m if n == 1 else f"{m} ×{n}" for m, n in sorted(c.items()))
                      for why, c in groups.items())
+
+
+def left_out_markdown(left_out: Sequence[str]) -> str:
+    """The first screen's warning: the stale runs no table or claim pools, grouped by why."""
+    if not left_out:
+        return ""
     return (f"> **{len(left_out)} stale run{'s' * (len(left_out) != 1)} left out** of every table and "
-            f"claim (a number is never pooled across bases). {said}.")
+            f"claim (a number is never pooled across bases). {left_out_summary(left_out)}.")
 
 
 def summary_markdown(agg: dict[str, dict], collected: Collected, smoke: Sequence[str] = (),
@@ -707,8 +711,8 @@ def provenance_html(prov: Provenance) -> str:
     if prov.left_out:
         out.append(f"<div class='smoke' id='stale' role='alert'><strong>{len(prov.left_out)} stale "
                    f"run{'s' * (len(prov.left_out) != 1)} left out</strong> of every table and claim "
-                   "(a number is never pooled across bases): "
-                   + "; ".join(esc(x) for x in prov.left_out) + ".</div>")
+                   "(a number is never pooled across bases). "
+                   + esc(left_out_summary(prov.left_out)) + ".</div>")
     if prov.smoke:
         out.append(f"<div class='smoke' id='smoke' role='alert'><strong>{SMOKE_BANNER}</strong>"
                    f"{esc('; '.join(prov.smoke))}. These numbers check that the pipeline runs; "

@@ -62,7 +62,7 @@ def test_a_run_trained_from_an_older_base_is_left_out_of_tables_and_claims(tmp_p
     rep.build(tmp_path / "reports", data)
     page = (tmp_path / "reports" / "index.html").read_text()
     head = page.partition("<section id='result'>")[0]
-    assert "id='stale'" in head and "4 stale runs left out" in head and "t/seed2: trained from base" in head
+    assert "id='stale'" in head and "4 stale runs left out" in head and "trained from base bbbbbbbb" in head
     summary = (tmp_path / "reports" / "summary.md").read_text()
     assert "**4 stale runs left out** of every table and claim" in summary.split("## Methods compared")[0]
     assert json.loads((tmp_path / "reports" / "metrics.json").read_text())["t"][KEY]["n"] == 1
