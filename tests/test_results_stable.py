@@ -45,3 +45,17 @@ def test_the_verdicts_are_the_same_run_after_run() -> None:
     runs = rep.with_studies(rep.collect(ROOT / "data"), ROOT / "data").runs
     first = cl.claims_json(*cl.verdicts(runs))
     assert first == cl.claims_json(*cl.verdicts(runs))
+
+
+def test_make_results_on_the_committed_records_leaves_the_readme_and_docs_unchanged(tmp_path) -> None:
+    """The committed README.md and docs/speed.md are exactly what `make results` writes from the
+    committed records: no generated number was edited by hand or left stale."""
+    from benchmarks import tables
+
+    readme = tmp_path / "README.md"
+    shutil.copy(ROOT / "README.md", readme)
+    rep.write_readme(readme, ROOT / "data")
+    assert readme.read_text(encoding="utf-8") == (ROOT / "README.md").read_text(encoding="utf-8"), (
+        "README.md differs from `make results` on the committed records: run `make results`")
+    page = (ROOT / "docs" / "speed.md").read_text(encoding="utf-8")
+    assert tables.render(page) == page, "docs/speed.md is stale: run `make results`"
