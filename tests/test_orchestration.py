@@ -358,19 +358,20 @@ def test_dvc_experiments_compare_on_the_results(clone):
         exp = exps[0]["revs"][0]
         assert exp["name"] == "arith-only"
         metrics = exp["data"]["metrics"]
-        run = metrics["data/eval/rlvr/seed0/metrics.json"]
+        # The DVC metric of a run is its narrow headline file (evals/registry.py `headline`).
+        run = metrics["data/eval/rlvr/seed0/headline.json"]
         assert "error" not in run and 0.0 <= run["data"]["arith/pass@1"] <= 1.0
         assert "arith_cf/cheat_rate" not in run["data"]  # the experiment's own evaluation
         table = json.loads(sh([dvc, "exp", "show", "--json", "--drop", ".*", "--keep",
-                               "Experiment|reports/headline.json:.*"], d, env))
+                               "Experiment|data/eval/rlvr/seed0/headline.json:.*"], d, env))
         head = [e for rev in table for e in (rev.get("experiments") or [])][0]["revs"][0]
-        assert 0.0 <= head["data"]["metrics"]["reports/headline.json"]["data"]["rlvr"][
+        assert 0.0 <= head["data"]["metrics"]["data/eval/rlvr/seed0/headline.json"]["data"][
             "arith/pass@1"] <= 1.0
         rows = sh([dvc, "metrics", "show"], d, env).splitlines()
-        assert not any(r.startswith(("reports/metrics", "benchmarks/", "data/base_model_info"))
+        assert not any(r.startswith(("reports/", "benchmarks/", "data/base_model_info"))
                        for r in rows)
         assert {r.split()[0] for r in rows[1:] if r.strip()} >= {
-            "data/eval/base/metrics.json", "data/eval/rlvr/seed0/metrics.json"}
+            "data/eval/base/headline.json", "data/eval/rlvr/seed0/headline.json"}
         assert len(rows[0].split()) < 100, rows[0]
     finally:
         sh("git checkout -- params.yaml", d, env)
