@@ -290,6 +290,9 @@ def test_prefect_server_deployment_run(clone, tmp_path):
                     p.wait(timeout=30)
                 except subprocess.TimeoutExpired:
                     p.kill()
+        # The scheduled runs are the whole study, seeds by plan: their plan rewrote params.yaml's
+        # extra_runs, which the tests after this one must not inherit.
+        sh("git checkout -- params.yaml", d, env)
 
 
 def _auto_scheduled_states(d: Path, env: dict) -> list[str]:
