@@ -36,6 +36,13 @@ log = logging.getLogger(__name__)
 _DROP = ("demonstration", "family", "split")
 
 
+def plot_rows(history: list[dict]) -> list[dict]:
+    """The held-out curve as DVC plots read it: numbers (or null) only. DVC drops a whole overlay
+    chart when one run's row holds a list, such as the callback's per-row collapse `events`
+    (run.json's `collapse_events` keeps them)."""
+    return [{k: v for k, v in row.items() if v is None or isinstance(v, (int, float, str))}
+            for row in history]
+
 def task_rows(prepared: Path, task: str, split: str = "train") -> list[dict]:
     rows = read_jsonl(prepared / f"{task}_{split}.jsonl", required=("id", "prompt"))
     return [{"prompt_id": r["id"], **{k: v for k, v in r.items() if k not in _DROP + ("id",)}}
@@ -253,7 +260,7 @@ def train(params: Params, method: str | ResolvedMethod, seed: int,
     callback.publish_best()  # `best/` from the kept copy (DVC may have deleted it before a rerun)
     curve = curves(history)
     write_json(paths.plots_dir(method, seed) / "train.json", curve)
-    write_json(paths.plots_dir(method, seed) / "heldout.json", callback.history)
+    write_json(paths.plots_dir(method, seed) / "heldout.json", plot_rows(callback.history))
     # The test split at each checkpoint: the independent collapse label's curve (flows/alarms.py).
     write_json(paths.plots_dir(method, seed) / "test.json", callback.label_history)
     summary = {"method": method, "run_id": run_id, "seed": seed, "config_hash": digest,

@@ -577,3 +577,34 @@ def test_the_readme_says_what_make_run_cost_from_the_recorded_times(tmp_path) ->
                  "train@dro-0": {"action": "run"}}, {}, 725.0, 2)
     line = rep.run_cost_line(times)
     assert "took 12 min" in line and "2 of 3 stages ran" in line and "`train@dro-0`, 12 min" in line
+
+
+def test_a_run_with_collapse_events_keeps_its_task_overlay_in_dvc_plots(tmp_path) -> None:
+    """The held-out file a training writes (`flows.train.plot_rows`) is one DVC can overlay: a row
+    holding the callback's `events` list made `dvc plots show` drop the whole chart (every method's
+    curve on that task), which a raw history still does here."""
+    import sys
+
+    from flows.train import plot_rows
+
+    history = [{"step": 0, "arith/pass@1": 0.3, "train/reward": None},
+               {"step": 25, "arith/pass@1": 0.5, "train/reward": 0.4, "events": ["reward_hacking"]}]
+    calm = [{"step": 0, "arith/pass@1": 0.3}, {"step": 25, "arith/pass@1": 0.6}]
+    dvc = str(Path(sys.executable).with_name("dvc"))
+
+    def shown(rows: list[dict]) -> dict:
+        work = tmp_path / str(len(list(tmp_path.iterdir())))
+        work.mkdir()
+        subprocess.run([dvc, "init", "--no-scm", "-q"], cwd=work, check=True)
+        (work / "hacked.json").write_text(json.dumps(rows))
+        (work / "calm.json").write_text(json.dumps(calm))
+        (work / "dvc.yaml").write_text("plots:\n  - heldout:\n      x: step\n      y:\n"
+                                       "        hacked.json: arith/pass@1\n        calm.json: arith/pass@1\n")
+        out = subprocess.run([dvc, "plots", "show", "--json"], cwd=work, capture_output=True, text=True)
+        return json.loads(out.stdout)
+
+    assert shown(history)["data"]["heldout"] == []  # the failure this guards against
+    fixed = shown(plot_rows(history))
+    assert "errors" not in fixed or not fixed["errors"], fixed.get("errors")
+    assert len(fixed["data"]["heldout"]) == 1 and all("events" not in r for r in plot_rows(history))
+    assert len(fixed["data"]["heldout"][0]["content"]["data"]["values"]) == 4  # both runs, both steps
