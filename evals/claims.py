@@ -139,6 +139,8 @@ class Pair(NamedTuple):
     margin: float = 0.0
     label: str = ""            # what this half of the claim says, where a claim has several
     metric: str = ""           # this comparison's metric where it differs from the claim's
+    control_metric: str = ""   # the control's own metric (e.g. the base's arith/maj@k against
+                               # the treatment's arith/pass@1); "" = the treatment's
 
     def expected(self) -> str:
         """The expected outcome in words, e.g. `≥ +0.05` or `within ±0.10`."""
@@ -469,17 +471,17 @@ def _seeded(runs: Runs, arm: str, spec, notes: list[str]) -> dict[int, RunFiles]
     return out
 
 
-def _items(arm_runs: dict[str, dict[int, RunFiles]], key: str, notes: list[str]
+def _items(arm_runs: dict[str, dict[int, RunFiles]], keys: Mapping[str, str], notes: list[str]
            ) -> tuple[dict[tuple[str, int], dict[str, float]], list[str]]:
-    """Per-item scores of every run that has them, and the runs that do not (missing or malformed:
-    noted once per file)."""
+    """Per-item scores (of each arm's metric, `keys`) of every run that has them, and the runs that
+    do not (missing or malformed: noted once per file)."""
     found, lacking = {}, []
     for arm, seeds in arm_runs.items():
         for seed, run in seeds.items():
             name = arm if is_base(arm) else run_key(arm, seed)
             where = f"data/eval/{name}/items.json"
             try:
-                scores = None if run.items is None else item_scores(run.items, key, where)
+                scores = None if run.items is None else item_scores(run.items, keys[arm], where)
             except DataError as e:
                 if str(e) not in notes:
                     notes.append(f"{e}; skipped, its comparisons use seeds only")
@@ -534,7 +536,10 @@ def compare(runs: Runs, claim: Claim, treatment: str, control: str | None, notes
         found = {arm: sum(s is not None for s in runs.get(arm, {})) for arm in arms}
         return Comparison(treatment, control, found, None, None, None, "", INCONCLUSIVE, claim.blocked,
                           expected=expected, label=label)
-    arm_runs = {arm: _seeded(runs, arm, spec, notes) for arm in arms}
+    specs = {arm: spec for arm in arms}
+    if control is not None and getattr(rule, "control_metric", ""):
+        specs[control] = spec._replace(metric=rule.control_metric)
+    arm_runs = {arm: _seeded(runs, arm, specs[arm], notes) for arm in arms}
     seeds = {arm: len(r) for arm, r in arm_runs.items()}
     base, bases = _base_of(arm_runs)
 
@@ -551,7 +556,7 @@ def compare(runs: Runs, claim: Claim, treatment: str, control: str | None, notes
     per_item: dict[tuple[str, int], dict[str, float]] = {}
     lacking: list[str] = []
     if not per_run:
-        per_item, lacking = _items(arm_runs, spec.metric, notes)
+        per_item, lacking = _items(arm_runs, {arm: specs[arm].metric for arm in arms}, notes)
         per_run = bool(lacking)
         minimum = min_per_run if per_run else MIN_SEEDS
     # The pilot: seeds 0 .. PILOT-1 of each arm and no other (a base: its one evaluation), so
@@ -565,11 +570,11 @@ def compare(runs: Runs, claim: Claim, treatment: str, control: str | None, notes
         return result(INCONCLUSIVE, "; ".join(
             [f"arm {a}: {len(pilot[a])} seed{'s' * (len(pilot[a]) != 1)} of the {PILOT} pilot seeds"
              for a in short]
-            + [f"{a}: no evaluation records {spec.metric}" for a in missing]),
+            + [f"{a}: no evaluation records {specs[a].metric}" for a in missing]),
             plan={"seeds": PILOT}, needs="; ".join(
                 ([f"the {PILOT} pilot seeds of {', '.join(short)}" + (f" ({cost})" if cost else "")]
                  if short else [])
-                + [f"an evaluation of {a} that records {spec.metric}" for a in missing]))
+                + [f"an evaluation of {a} that records {specs[a].metric}" for a in missing]))
 
     common: list[str] = []
     if not per_run:
@@ -579,7 +584,7 @@ def compare(runs: Runs, claim: Claim, treatment: str, control: str | None, notes
 
     def arrays(chosen: Mapping[str, Sequence[int]]) -> list[np.ndarray]:
         if per_run:
-            return [np.array([[run_value(arm_runs[a][s], spec)] for s in chosen[a]]) for a in arms]
+            return [np.array([[run_value(arm_runs[a][s], specs[a])] for s in chosen[a]]) for a in arms]
         return [np.array([[per_item[(a, s)][i] for i in common] for s in chosen[a]]) for a in arms]
 
     plan = _plan(rule, arrays(pilot), per_run, minimum, claim.max_seeds, len(common))

@@ -304,6 +304,7 @@ def claim_cells(v: Verdict) -> list[list[str]]:
         seeds.update(x.seeds)
     planned = list(dict.fromkeys(int(x.plan["seeds"]) for x in comps if x.plan.get("seeds")))
     own = list(dict.fromkeys(p.metric for p in c.comparisons if p.metric and p.metric != c.metric))
+    own += [f"{name(p.control)}'s {p.control_metric}" for p in c.comparisons if p.control and p.control_metric]
     metric = f"{c.metric}, {MEASURES[c.measure]}" if c.metric else "—"
     arms = [f"{name(x.treatment)} vs {name(x.control)}" if x.control else f"{name(x.treatment)} (vs 0)"
             for x in comps]

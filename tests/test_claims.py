@@ -468,3 +468,28 @@ def test_second_base_names() -> None:
     assert moved.arms == ["hint_copier.seed1/rlme_nocheat", "hint_copier.seed1/rlme"]
     assert set(moved.precondition_arms) == {"hint_copier.seed1/rlme", "hint_copier.seed1/base",
                                             "hint_copier.seed1/rlvr"}
+
+
+def test_a_control_read_on_its_own_metric_pairs_the_items(tmp_path) -> None:
+    """TTRL's claim (evals/claims.yaml): the treatment's pass@1 against the base's maj@k, item by
+    item. The base's pass@1 is far lower than its maj@k here, so reading the control on the
+    treatment's metric would call a gain that the majority vote does not leave."""
+    rng = np.random.default_rng(3)
+    ease = rng.uniform(0.2, 0.8, 80)
+    maj = (ease > 0.4).astype(float)
+    write(tmp_path / "eval" / "base" / "metrics.json", {KEY: 0.3, "arith/maj@k": float(maj.mean())})
+    write(tmp_path / "eval" / "base" / "items.json",
+          {"arith": {"headline": "pass@1", "ids": [f"arith-test-{i:05d}" for i in range(80)],
+                     "metrics": {"pass@1": [0.3] * 80, "maj@k": maj.tolist()}}})
+    for seed in range(3):
+        write_run(tmp_path, "t", seed, np.clip(maj + rng.normal(0, 0.02, 80), 0, 1))
+    own = cl.Claim("x", "x", "T", "t beats the base's vote",
+                   ({"treatment": "t", "control": "base", "control_metric": "arith/maj@k"},), KEY,
+                   "greater", min_effect=0.05)
+    same = cl.Claim("y", "x", "T", "t beats the base", (("t", "base"),), KEY, "greater", min_effect=0.05)
+    [v_own, v_same], _ = judge(tmp_path, own, same)
+    [x] = v_own.comparisons
+    assert abs(x.difference) < 0.02 and v_own.verdict == cl.NOT_REPRODUCED, (x.difference, v_own.reason)
+    assert v_same.comparisons[0].difference > 0.2 and v_same.verdict == cl.REPRODUCED
+    assert "80 items paired by id" in x.basis
+    assert "and base's arith/maj@k" in rep.claim_cells(v_own)[3]
