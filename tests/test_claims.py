@@ -370,7 +370,8 @@ def test_a_preset_study_decides_its_claim_and_the_report_lists_what_is_still_nee
     study = tmp_path / "studies" / "hint_copier" / "data" / "eval"
     for name, cheat in (("rlme_nocheat", 0.05), ("rlme", 0.30), ("rlvr", 0.20)):
         for seed in range(5):
-            write(study / name / f"seed{seed}" / "metrics.json", {"arith_cf/cheat_rate": cheat + 0.01 * seed})
+            write(study / name / f"seed{seed}" / "metrics.json",
+                  {"arith_cf/cheat_rate": cheat + 0.01 * seed, "arith_cf/pass@1": 0.6 - cheat + 0.01 * seed})
     write(study / "base" / "metrics.json", {"arith_cf/cheat_rate": 0.04})
     write_run(data, "rlme", 0, [1.0, 0.0])  # the default study: rlme has 1 of 3 seeds
     rep.build(tmp_path / "reports", data)
@@ -380,6 +381,8 @@ def test_a_preset_study_decides_its_claim_and_the_report_lists_what_is_still_nee
     assert nocheat["comparisons"][0]["seeds"] == {"hint_copier/rlme_nocheat": 5, "hint_copier/rlme": 5}
     assert [p["status"] for p in nocheat["preconditions"]] == ["holds", "holds"]
     assert nocheat["verdict"] == cl.REPRODUCED and nocheat["comparisons"][0]["difference"] == pytest.approx(-0.25)
+    assert nocheat["comparisons"][1]["label"] == "counterfactual accuracy higher"
+    assert nocheat["comparisons"][1]["difference"] == pytest.approx(0.25)  # Fig. 7's axis, decided too
     summary = (tmp_path / "reports" / "summary.md").read_text()
     needed = summary.split("Runs still needed for a verdict:")[1].split("\n\n")[1].splitlines()
     assert needed[0].startswith("- `make study ARGS='--methods ")
