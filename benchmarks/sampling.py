@@ -22,6 +22,18 @@ Tokens/s counts every generated position of every row (rows that ended keep bein
 the batch ends, in both samplers). Prints a table and writes JSON
 `{"shapes": [{"name", "hf_tokens_per_s", "lab_tokens_per_s", "speedup", "greedy_identical"}],
 "machine": {...}}` (default `benchmarks/results/sampling.json`).
+
+`--profile`: the lab sampler's per-step profile at the same shapes, instead of the comparison
+(where a shape stops short of `generate` x3, where its time goes). Each shape's lab call runs once
+to warm up, once timed (seconds per step) and once under `torch.profiler` (CPU); the self CPU time
+of every op is charged to the top-level op it ran under (`aten::exponential_` under
+`aten::multinomial` is sampling, `aten::copy_` under `aten::to` is not a cache write), and the
+top-level ops are grouped into the parts of `PARTS` by `part_of`. Next to the shares, two floors
+from the model's config: the bytes of KV cache attention reads per step (rows x layers x 2 x cached
+length x kv heads x head dim x 4, averaged over the steps) and the matmul FLOPs per step (2 x the
+matmul weights x rows). Writes `{"shapes": [{"name", "rows", "steps", "seconds_per_step", "parts",
+"kv_bytes_per_step", "matmul_gflop_per_step"}], "machine": {...}, "threads": N}` (default
+`benchmarks/results/sampling_profile.json`; `sampling.json` is left as it is).
 """
 
 from __future__ import annotations
@@ -39,6 +51,58 @@ import torch
 from core.params import ROOT, load
 
 RESULTS = ROOT / "benchmarks" / "results" / "sampling.json"
+PROFILE = ROOT / "benchmarks" / "results" / "sampling_profile.json"
+
+# The parts of a decoding step (the JSON's keys), in the table's order, with the table's label.
+PARTS = {
+    "matmuls (qkv, o, gate/up, down, lm_head)": "matmuls",
+    "attention (SDPA over the KV cache)": "attention",
+    "KV cache writes": "KV writes",
+    "logits warpers + sampling": "sampling",
+    "norms, RoPE, activations, elementwise": "elementwise",
+    "row selection, compaction of finished rows": "row selection",
+    "other (embedding, views, allocation, loop tests)": "other",
+}
+_MATMUL, _ATTENTION, _WRITES, _SAMPLING, _ELEMENTWISE, _ROWS, _OTHER = PARTS
+# Top-level op (without its `aten::` prefix) -> part, as the profiler names them for
+# models/sampler.py: F.linear is `linear` (its `mm` a child), SDPA is
+# `scaled_dot_product_attention` (the flash kernel and its mask `where` children), a cache write
+# `k_cache[:, :, slot] = k` is a top-level `copy_` (beside its `slice`/`select` views), a draw is
+# `multinomial` (`exponential_` its child), `probs[rows] = ...` is `index_put_`, `self.cos[position]`,
+# `tokens[rows]` and the compaction's `k[live]` are `index`.
+_OPS = {
+    **dict.fromkeys(("linear", "matmul", "mm", "addmm", "bmm", "baddbmm"), _MATMUL),
+    **dict.fromkeys(("scaled_dot_product_attention", "_scaled_dot_product_flash_attention_for_cpu",
+                     "_scaled_dot_product_attention_math", "_scaled_dot_product_efficient_attention"),
+                    _ATTENTION),
+    **dict.fromkeys(("copy_", "index_copy_", "slice_scatter"), _WRITES),
+    **dict.fromkeys(("softmax", "_softmax", "log_softmax", "_log_softmax", "multinomial",
+                     "exponential_", "argmax", "topk", "sort", "cumsum", "scatter", "scatter_",
+                     "gather", "masked_fill", "masked_fill_", "index_put_", "_index_put_impl_",
+                     "isin", "full"), _SAMPLING),
+    **dict.fromkeys(("mul", "add", "sub", "rsub", "neg", "div", "pow", "mean", "sum", "rsqrt",
+                     "silu", "cat", "where", "exp", "sin", "cos", "clone", "__and__", "__or__",
+                     "bitwise_and", "bitwise_not", "bitwise_or", "eq", "ne", "lt", "le", "gt",
+                     "ge"), _ELEMENTWISE),
+    **dict.fromkeys(("index", "index_select", "nonzero", "masked_select"), _ROWS),
+}
+
+
+def part_of(op: str) -> str:
+    """The part of `PARTS` a top-level profiler op (`aten::mm`, `mm`) belongs to."""
+    return _OPS.get(op.removeprefix("aten::"), _OTHER)
+
+
+def group_profile(events) -> dict[str, float]:
+    """Fraction of the self CPU time of `events` (torch profiler `FunctionEvent`s: `name`,
+    `cpu_parent`, `cpu_time_total`) in each part: a top-level op's total time is its own self time
+    and that of every op under it."""
+    totals = dict.fromkeys(PARTS, 0.0)
+    for e in events:
+        if e.cpu_parent is None:
+            totals[part_of(e.name)] += e.cpu_time_total
+    whole = sum(totals.values()) or 1.0
+    return {part: round(t / whole, 4) for part, t in totals.items()}
 
 
 def _model_and_prompts(n_prompts: int):
@@ -133,10 +197,64 @@ def run(quick: bool, threads: int) -> dict:
     check = _shape("rollout, greedy", model, tokenizer, rollout, rollout, 1,
                    max_new_tokens=g.max_completion_length, greedy=True, temperature=1.0)
     shapes[0]["greedy_identical"] = check["greedy_identical"]
-    return {"shapes": shapes, "quick": quick,
-            "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-                        "threads": threads, "torch": torch.__version__,
-                        "parameters": sum(p.numel() for p in model.parameters())}}
+    return {"shapes": shapes, "quick": quick, "machine": _machine(model, threads)}
+
+
+def _machine(model, threads: int) -> dict:
+    return {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+            "threads": threads, "torch": torch.__version__,
+            "parameters": sum(p.numel() for p in model.parameters())}
+
+
+def _floors(config, rows: int, prompt: int, steps: int) -> tuple[int, float]:
+    """KV cache bytes attention reads per step, averaged over the steps (step n attends over the
+    prompt and n tokens; the prefill's first token reads none), and matmul GFLOP per step."""
+    layers, d, inter = config.num_hidden_layers, config.hidden_size, config.intermediate_size
+    heads, kv = config.num_attention_heads, config.num_key_value_heads
+    hd = getattr(config, "head_dim", None) or d // heads
+    cached = sum(prompt + n for n in range(1, steps)) / steps
+    kv_bytes = rows * layers * 2 * cached * kv * hd * 4
+    weights = layers * (d * (heads + 2 * kv) * hd + heads * hd * d + 2 * d * inter + inter * d)
+    weights += config.vocab_size * d  # lm_head
+    return round(kv_bytes), round(2 * weights * rows / 1e9, 4)
+
+
+def _profile_shape(name: str, model, tokenizer, enc, **kwargs) -> dict:
+    from torch.profiler import ProfilerActivity, profile
+
+    _lab(model, tokenizer, enc, **kwargs)  # warm-up
+    torch.manual_seed(0)
+    start = time.perf_counter()
+    out = _lab(model, tokenizer, enc, **kwargs)
+    seconds = time.perf_counter() - start
+    torch.manual_seed(0)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        _lab(model, tokenizer, enc, **kwargs)
+    rows, prompt = enc["input_ids"].shape
+    steps = out.shape[1] - prompt
+    kv_bytes, gflop = _floors(model.config, rows, prompt, steps)
+    return {"name": name, "rows": rows, "prompt_tokens": prompt, "steps": steps,
+            "seconds_per_step": round(seconds / steps, 5), "parts": group_profile(prof.events()),
+            "kv_bytes_per_step": kv_bytes, "matmul_gflop_per_step": gflop}
+
+
+def run_profile(quick: bool, threads: int) -> dict:
+    """The lab sampler's per-step profile at the lab's three shapes (its own batching)."""
+    torch.set_num_threads(threads)
+    params, model, tokenizer, test, train = _model_and_prompts(40 if quick else load().eval.n_test)
+    g, ev = params.grpo, params.eval
+    rows = g.prompts_per_step * g.num_generations
+    rollout = _encode(tokenizer, [p for p in train[:g.prompts_per_step] for _ in range(g.num_generations)])
+    shapes = [
+        _profile_shape(f"rollout ({rows} rows)", model, tokenizer, rollout,
+                       max_new_tokens=g.max_completion_length, greedy=False, temperature=g.temperature),
+        _profile_shape(f"evaluate, sampled ({len(test)} x {ev.k})", model, tokenizer,
+                       _encode(tokenizer, [p for p in test for _ in range(ev.k)]),
+                       max_new_tokens=ev.max_new_tokens, greedy=False, temperature=ev.temperature),
+        _profile_shape(f"evaluate, greedy ({len(test)})", model, tokenizer, _encode(tokenizer, test),
+                       max_new_tokens=ev.max_new_tokens, greedy=True, temperature=1.0),
+    ]
+    return {"shapes": shapes, "quick": quick, "machine": _machine(model, threads), "threads": threads}
 
 
 def table(result: dict) -> str:
@@ -149,14 +267,41 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
+def profile_table(result: dict) -> str:
+    """Per shape: rows, ms per step, each part's share of the self CPU time, and the two floors
+    with the rates they imply (KV GB/s over attention's time, matmul GFLOP/s over the matmuls')."""
+    lines = ["| shape | rows | ms/step | " + " | ".join(f"{label} %" for label in PARTS.values())
+             + " | KV MB/step | matmul GFLOP/step | attention GB/s | matmul GFLOP/s |",
+             "|---|---:|---:|" + "---:|" * len(PARTS) + "---:|---:|---:|---:|"]
+    for s in result["shapes"]:
+        sec, parts = s["seconds_per_step"], s["parts"]
+        attention_s, matmul_s = sec * parts[_ATTENTION], sec * parts[_MATMUL]
+        gbs = f"{s['kv_bytes_per_step'] / attention_s / 1e9:.1f}" if attention_s > 0 else ""
+        gflops = f"{s['matmul_gflop_per_step'] / matmul_s:.1f}" if matmul_s > 0 else ""
+        lines.append(f"| {s['name']} | {s['rows']} | {sec * 1e3:.1f} | "
+                     + " | ".join(f"{100 * parts.get(part, 0.0):.0f}" for part in PARTS)
+                     + f" | {s['kv_bytes_per_step'] / 1e6:.1f} | {s['matmul_gflop_per_step']:.2f}"
+                     f" | {gbs} | {gflops} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="40 test prompts, one repeat")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
-    ap.add_argument("--json", type=Path, default=RESULTS, help=f"output (default {RESULTS})")
+    ap.add_argument("--profile", action="store_true",
+                    help=f"the lab sampler's per-step profile instead (default output {PROFILE})")
+    ap.add_argument("--json", type=Path, default=None,
+                    help=f"output (default {RESULTS}, with --profile {PROFILE})")
     args = ap.parse_args()
-    result = run(args.quick, args.threads)
-    print(table(result))
+    if args.profile:
+        result = run_profile(args.quick, args.threads)
+        print(profile_table(result))
+        args.json = args.json or PROFILE
+    else:
+        result = run(args.quick, args.threads)
+        print(table(result))
+        args.json = args.json or RESULTS
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=2) + "\n")
 

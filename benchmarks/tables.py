@@ -7,6 +7,8 @@ that no measured number is typed into the docs.
 `make results` runs it. Blocks:
 - `sampling`: `benchmarks/results/sampling.json` (`python -m benchmarks.sampling`): tokens per
   second of transformers' `generate` and of the lab's sampler at the rollout and evaluate shapes;
+- `sampling_profile`: `benchmarks/results/sampling_profile.json` (`python -m benchmarks.sampling
+  --profile`): where a step of the lab sampler spends its time at those shapes;
 - `profile`: the sampling parts of `benchmarks/results/profile_run_generate.json` (the default run
   profiled with `generate`) against `benchmarks/results/profile_run.json` (the lab sampler), each
   with its own measured matmul peak.
@@ -40,6 +42,23 @@ def sampling_table() -> str:
     return (f"{table(result)}\n\n{m['cpu']}, {m['cores']} cores, {m['threads']} torch thread(s), "
             f"torch {m['torch']}, a {m['parameters']:,}-parameter model"
             f"{' (--quick)' if result.get('quick') else ''}; `benchmarks/results/sampling.json`.")
+
+
+def sampling_profile_table(result: dict | None = None) -> str:
+    """The per-step profile block: `result` (a `sampling_profile.json` record), by default the
+    committed file."""
+    from benchmarks.sampling import profile_table
+
+    result = result if result is not None else _load("sampling_profile.json")
+    if result is None:
+        return "_Not measured yet: `python -m benchmarks.sampling --profile`._"
+    m = result["machine"]
+    return (f"{profile_table(result)}\n\nShares: self CPU time under `torch.profiler`, one call "
+            "per shape; ms/step: one unprofiled call; attention GB/s and matmul GFLOP/s: the KV "
+            "MB and matmul GFLOP per step over that part's time. "
+            f"{m['cpu']}, {m['cores']} cores, {result.get('threads', m['threads'])} torch thread(s), "
+            f"torch {m['torch']}, a {m['parameters']:,}-parameter model"
+            f"{' (--quick)' if result.get('quick') else ''}; `benchmarks/results/sampling_profile.json`.")
 
 
 def _parts(profile: dict) -> dict[tuple[str, str], tuple[float, float | None, float]]:
@@ -79,7 +98,8 @@ def profile_table() -> str:
     return "\n".join(lines)
 
 
-BLOCKS = {"sampling": sampling_table, "profile": profile_table}
+BLOCKS = {"sampling": sampling_table, "sampling_profile": sampling_profile_table,
+          "profile": profile_table}
 
 
 def render(page: str) -> str:
