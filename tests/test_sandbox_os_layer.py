@@ -201,6 +201,10 @@ def test_os_layer_holds_for_an_ordinary_user() -> None:
     for tool in ("unshare", "setpriv", "mount"):
         if shutil.which(tool) is None:
             pytest.skip(f"no {tool}: cannot run the tests as an ordinary user")
+    closed = [p for p in _needed_paths() if not os.stat(p).st_mode & 0o001]
+    if closed:  # e.g. a clone made straight into `mktemp -d` (mode 0700): no parent to stand in for
+        pytest.skip(f"{closed[0]} is closed to other users (mode {oct(os.stat(closed[0]).st_mode & 0o777)}): "
+                    "an ordinary user cannot run the tests from it")
     user = _ensure_user()
     lines = ["set -eu"]
     for blocked, child in _unsearchable_parents(_needed_paths()):
