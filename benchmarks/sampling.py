@@ -206,17 +206,19 @@ def _machine(model, threads: int) -> dict:
             "parameters": sum(p.numel() for p in model.parameters())}
 
 
-def _floors(config, rows: int, prompt: int, steps: int) -> tuple[int, float]:
+def _floors(model, rows: int, prompt: int, steps: int) -> tuple[int, float]:
     """KV cache bytes attention reads per step, averaged over the steps (step n attends over the
-    prompt and n tokens; the prefill's first token reads none), and matmul GFLOP per step."""
-    layers, d, inter = config.num_hidden_layers, config.hidden_size, config.intermediate_size
-    heads, kv = config.num_attention_heads, config.num_key_value_heads
+    prompt and n tokens; the prefill's first token reads none), and matmul GFLOP per step (2 x the
+    matmul weights of benchmarks/profile_run.py x rows)."""
+    from benchmarks.profile_run import matmul_weights
+
+    config = model.config
+    layers, d, heads, kv = (config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
+                            config.num_key_value_heads)
     hd = getattr(config, "head_dim", None) or d // heads
     cached = sum(prompt + n for n in range(1, steps)) / steps
     kv_bytes = rows * layers * 2 * cached * kv * hd * 4
-    weights = layers * (d * (heads + 2 * kv) * hd + heads * hd * d + 2 * d * inter + inter * d)
-    weights += config.vocab_size * d  # lm_head
-    return round(kv_bytes), round(2 * weights * rows / 1e9, 4)
+    return round(kv_bytes), round(2 * matmul_weights(model) * rows / 1e9, 4)
 
 
 def _profile_shape(name: str, model, tokenizer, enc, **kwargs) -> dict:
@@ -232,7 +234,7 @@ def _profile_shape(name: str, model, tokenizer, enc, **kwargs) -> dict:
         _lab(model, tokenizer, enc, **kwargs)
     rows, prompt = enc["input_ids"].shape
     steps = out.shape[1] - prompt
-    kv_bytes, gflop = _floors(model.config, rows, prompt, steps)
+    kv_bytes, gflop = _floors(model, rows, prompt, steps)
     return {"name": name, "rows": rows, "prompt_tokens": prompt, "steps": steps,
             "seconds_per_step": round(seconds / steps, 5), "parts": group_profile(prof.events()),
             "kv_bytes_per_step": kv_bytes, "matmul_gflop_per_step": gflop}
