@@ -8,6 +8,7 @@ import json
 import math
 import re
 import subprocess
+import sys
 from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
@@ -583,8 +584,6 @@ def test_a_run_with_collapse_events_keeps_its_task_overlay_in_dvc_plots(tmp_path
     """The held-out file a training writes (`flows.train.plot_rows`) is one DVC can overlay: a row
     holding the callback's `events` list made `dvc plots show` drop the whole chart (every method's
     curve on that task), which a raw history still does here."""
-    import sys
-
     from flows.train import plot_rows
 
     history = [{"step": 0, "arith/pass@1": 0.3, "train/reward": None},
