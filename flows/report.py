@@ -547,10 +547,13 @@ def answer_line(res: TaskResult) -> str | None:
     best = next(r for r in trained if r.method == res.best[m])
     vs = (f", {_signed(best.stats[m]['mean'] - base['mean'])} over the base ({_fmt(base['mean'])})"
           if base else "")
-    seeds = max(r.stats[m]["n"] for r in trained)
+    counts = sorted({r.stats[m]["n"] for r in trained})
+    # Methods with different numbers of seeds read as a range ("1-10 seeds"), never as the
+    # largest alone: "10 methods × 10 seeds" said every method had ten.
+    seeds = f"{counts[0]}–{counts[-1]}" if len(counts) > 1 else f"{counts[0]}"
     size = f", {res.test_n} test items" if res.test_n else ""
     head = (f"{res.task} ({metric}{size}, {len(trained)} method{'s' * (len(trained) > 1)} × {seeds} "
-            f"seed{'s' * (seeds > 1)}): ")
+            f"seed{'s' * (counts[-1] > 1)}): ")
     if len(trained) == 1:
         text = f"only {best.method} trained on it: {cell(best.stats[m], 1)}{vs}"
     else:
@@ -628,6 +631,7 @@ table.headline tr.best td{background:#eef7ee;font-weight:600}
 table.headline tr.base td{color:#555;font-style:italic;background:#fafafa}
 table.headline td.spread{font-size:.9em;color:#333} table.headline td,table.headline th{white-space:nowrap}
 table.headline td{padding:3px 7px}
+table.headline td.collapse,table.headline th.collapse{white-space:normal;text-align:left;min-width:12em}
 table.headline,table.numbers{display:block;max-width:100%;overflow-x:auto}
 .mark{color:#1a7f37} .tie{color:#555}
 table.claims{width:100%;table-layout:fixed} table.claims td{vertical-align:top;font-size:.95em;overflow-wrap:break-word}
@@ -759,9 +763,10 @@ def headline_html(res: TaskResult, colors: dict[str, int]) -> str:
             cells.append(f"<td class='spread' title='{esc(tip)}'>{esc(text)}</td>")
         events = "; ".join(f"seed {s}: {esc(str(e.get('kind', '?')))} @ {int(e['step'])}"
                            for s, e in r.collapsed)
-        cells += [f"<td>{n}</td>", f"<td>{'' if r.base else events or 'none'}</td>"]
+        cells += [f"<td>{n}</td>", f"<td class='collapse'>{'' if r.base else events or 'none'}</td>"]
         body.append(f"<tr class='{cls}' data-method='{esc(r.method)}'>" + "".join(cells) + "</tr>")
-    head = "".join(f"<th>{esc(h)}</th>" for h in header)
+    head = "".join(f"<th class='collapse'>{esc(h)}</th>" if h == "collapse" else f"<th>{esc(h)}</th>"
+                   for h in header)
     return (f"<table class='headline' id='headline-{esc(res.task)}'><thead><tr>{head}</tr></thead>"
             f"<tbody>{''.join(body)}</tbody></table>")
 

@@ -402,6 +402,22 @@ def test_methods_within_the_seeds_spread_of_the_best_are_marked(tmp_path) -> Non
     assert cells["b"]["pass@1 (mean ± std)"].startswith("≈ ") and "≈" not in cells["c"]["pass@1 (mean ± std)"]
 
 
+def test_the_answer_counts_seeds_as_a_range_and_the_collapse_column_wraps(tmp_path) -> None:
+    """Seen on the report of record: "10 methods × 10 seeds" when one method had ten and most three,
+    and a collapse cell of three events that pushed its own header off the first screen."""
+    data = make_data(tmp_path)  # arith: rlvr two seeds, random and rlme_long one each
+    write(data / "runs" / "rlvrr_direct" / "train.json", {"grpo": {"task": "facts"}})
+    collected = rep.collect(data)
+    results = {r.task: r for r in rep.headline(collected, rep.aggregate(collected), data)}
+    assert "3 methods × 1–2 seeds): " in rep.answer_line(results["arith"])
+    assert "1 method × 1 seed): " in rep.answer_line(results["facts"])
+    table = rep.headline_html(results["arith"], {m: i for i, m in enumerate(METRICS)})
+    assert "<th class='collapse'>collapse</th>" in table
+    assert "<td class='collapse'>seed 1: entropy @ 30</td>" in table
+    rule = re.search(r"table\.headline td\.collapse[^{]*\{([^}]*)\}", rep._CSS)
+    assert rule and "white-space:normal" in rule.group(1) and "text-align:left" in rule.group(1)
+
+
 def test_the_task_comes_from_the_curves_when_the_run_settings_are_absent(tmp_path) -> None:
     """data/runs/ is a DVC output, absent from a fresh clone: the held-out curves name the task,
     so the README's results table does not turn every method into an arith one."""
