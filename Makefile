@@ -44,7 +44,7 @@ test: setup  ## lint (ruff), type-check (mypy: core/, rewards/), then the fast d
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
 
-test-slow: setup  ## tiny-model training, dvc repro of the micro preset, Prefect server
+test-slow: setup  ## tiny-model training, dvc repro of the ci preset, Prefect server
 	$(PY) -m pytest -q -m slow --durations=15
 
 ci: test test-slow

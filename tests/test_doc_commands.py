@@ -10,7 +10,9 @@ keys, and its `exp show --drop/--keep` filters keep columns DVC really prints; a
 run` names a deployment of prefect.yaml and parameters of its flow; a script or copied file exists;
 `LAB_PRESET=... a && b` is refused (the assignment reaches `a` only); an output path in a comment
 under data/eval, data/checkpoints or data/plots has its `seed<S>/` level. Prose is checked for
-presets that do not exist and for selecting a study preset in params.yaml before `dvc repro`.
+presets that do not exist, for selecting a study preset in params.yaml before `dvc repro`, and for
+values stated as params.yaml's ("`eval.n_test: 200` in params.yaml") that the file does not have;
+the Makefile's `##` help is checked as prose.
 
 `test_the_old_wrong_commands_fail` feeds the commands the issue found wrong and expects each to
 fail; the slow test runs the cheap read-only DVC views in a fresh clone and checks their output.
@@ -358,9 +360,28 @@ _NOT_NAMES = {"same", "chosen", "new", "other", "gpu", "study", "default", "name
               "smoke", "its", "selected", "given", "p", "x"}
 
 
+# "`eval.n_test: 200` in params.yaml": a page stating the value a key has in the file now (an
+# example setting, "`grpo.use_vllm: true`", says no "in params.yaml" and is not checked).
+_VALUE_IN_PARAMS = re.compile(r"`((?:[a-z_]\w*\.)+[a-z_]\w*): ([^`]+)` in params\.yaml")
+
+
+def params_value(key: str) -> object:
+    node: object = raw_params()
+    for part in key.split("."):
+        node = node[part]  # type: ignore[index]
+    return node
+
+
 def check_prose(text: str) -> list[str]:
-    """Presets named in prose exist; no paragraph selects a study preset for `dvc repro` here."""
+    """Presets named in prose exist; no paragraph selects a study preset for `dvc repro` here; a
+    value stated as params.yaml's is the file's."""
     problems = []
+    for m in _VALUE_IN_PARAMS.finditer(re.sub(r"\s+", " ", text)):
+        key, value = m.group(1), yaml.safe_load(m.group(2))
+        if not params_key_exists(key):
+            problems.append(f"{m.group(0)!r}: no key {key} in params.yaml")
+        elif params_value(key) != value:
+            problems.append(f"{m.group(0)!r}: params.yaml has {key}: {params_value(key)!r}")
     for m in _PRESET_PROSE.finditer(text):
         name = next(g for g in m.groups() if g)
         if name.lower() not in _NOT_NAMES and not name.startswith("<") and name not in presets():
@@ -414,6 +435,9 @@ OLD_WRONG = {
         "The weak evaluator: `preset: weak_evaluator` in params.yaml, then `dvc repro`.\n",
     # README and docs/multiprocess.md: the preset is `ci`.
     "the micro preset": "A slow test launches `cpu_2proc.yaml` on the micro preset.\n",
+    # docs/own_data.md's limits: a value said to be params.yaml's that is not (or a key that is not).
+    "a stale value of params.yaml": "Scored: the first `eval.n_test: 100` in params.yaml rows.\n",
+    "a value of a key params.yaml lacks": "Cut at `eval.max_new_token: 64` in params.yaml.\n",
     # And the basics: a target, a flag, a stage, a deployment, a key that do not exist.
     "no make target": "```bash\nmake smoke\n```\n",
     "no such flag": "```bash\npython -m flows.train --method rlvr --steps 3\n```\n",
@@ -442,6 +466,21 @@ def test_their_fixed_forms_pass():
              "make study ARGS=\"--methods rlme rlvr\"\n"
              "```\nThe `ci` preset.\n")
     assert check_markdown(fixed) == []
+
+
+def test_own_data_states_the_limits_in_force():
+    """docs/own_data.md says what truncates a GSM8K or MATH file, with the values params.yaml has
+    (checked against the file by check_prose): the rows scored and the token budgets."""
+    text = re.sub(r"\s+", " ", (ROOT / "docs" / "own_data.md").read_text(encoding="utf-8"))
+    stated = {m.group(1) for m in _VALUE_IN_PARAMS.finditer(text)}
+    assert {"eval.n_test", "eval.max_new_tokens", "grpo.max_completion_length"} <= stated, stated
+
+
+def test_the_makefile_help_is_true():
+    """The targets' `##` help (what a reader of the Makefile sees) names presets that exist."""
+    helps = [line.split("##", 1)[1] for line in (ROOT / "Makefile").read_text().splitlines() if "##" in line]
+    assert len(helps) >= 10
+    assert check_prose("\n\n".join(helps)) == []
 
 
 # ------------------------------------------------------------------------------ a fresh clone
