@@ -315,6 +315,8 @@ def run_stage_on_pool(stage: str, rev: str, upstream: list[str], deployment: str
                                                  "extra_env": extra_env},
                          flow_run_name=stage, timeout=None, poll_interval=5)
     state = run.state
+    if state is not None and state.is_crashed():  # its worker may be alive, cut off from the API
+        st.outlive_crashed_attempt(stage, log=logger.info)
     if state is None or not state.is_completed():
         message = (state.message if state else "") or ""
         kind = st.StageInputError if "StageInputError" in message else st.StageFailed

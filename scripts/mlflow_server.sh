@@ -41,18 +41,16 @@ export MLFLOW_DISABLE_TELEMETRY=true MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false
 umask 077
 host="${MLFLOW_HOST:-127.0.0.1}"
 port="${MLFLOW_PORT:-5000}"
-case "$host" in
-  127.*|localhost|::1|"[::1]") ;;
-  *)
-    if [[ "${MLFLOW_AUTH:-0}" != 1 ]]; then
-      if [[ "${LAB_INSECURE_NO_AUTH:-0}" != 1 ]]; then
-        echo "mlflow_server.sh: refusing to listen on $host without authentication: set MLFLOW_AUTH=1 (docs/shared_servers.md), or LAB_INSECURE_NO_AUTH=1 on a network you trust completely" >&2
-        exit 2
-      fi
-      echo "mlflow_server.sh: WARNING: LAB_INSECURE_NO_AUTH=1: listening on $host WITHOUT AUTHENTICATION; anyone who reaches port $port can read and rewrite every run" >&2
+# Loopback: 127.x.y.z, ::1, localhost (a name such as 127.example.org is no address of ours).
+if [[ ! "$host" =~ ^(127(\.[0-9]{1,3}){3}|localhost|::1|\[::1\])$ ]]; then
+  if [[ "${MLFLOW_AUTH:-0}" != 1 ]]; then
+    if [[ "${LAB_INSECURE_NO_AUTH:-0}" != 1 ]]; then
+      echo "mlflow_server.sh: refusing to listen on $host without authentication: set MLFLOW_AUTH=1 (docs/shared_servers.md), or LAB_INSECURE_NO_AUTH=1 on a network you trust completely" >&2
+      exit 2
     fi
-    ;;
-esac
+    echo "mlflow_server.sh: WARNING: LAB_INSECURE_NO_AUTH=1: listening on $host WITHOUT AUTHENTICATION; anyone who reaches port $port can read and rewrite every run" >&2
+  fi
+fi
 backend="${MLFLOW_BACKEND_URI:-sqlite:///$PWD/mlflow/server.db}"
 artifacts="${MLFLOW_ARTIFACTS:-$PWD/mlflow/server-artifacts}"
 app=()

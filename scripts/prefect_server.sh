@@ -21,17 +21,15 @@ export PREFECT_HOME="${PREFECT_HOME:-$PWD/.prefect}"
 export PREFECT_SERVER_ANALYTICS_ENABLED=false DO_NOT_TRACK=1
 umask 077
 host="${PREFECT_HOST:-127.0.0.1}"
-case "$host" in
-  127.*|localhost|::1|"[::1]") ;;
-  *)
-    if [[ -z "${PREFECT_SERVER_API_AUTH_STRING:-}" ]]; then
-      if [[ "${LAB_INSECURE_NO_AUTH:-0}" != 1 ]]; then
-        echo "prefect_server.sh: refusing to listen on $host without authentication (an open Prefect API runs any code on every worker): set PREFECT_SERVER_API_AUTH_STRING=user:password (docs/shared_servers.md), or LAB_INSECURE_NO_AUTH=1 on a network you trust completely" >&2
-        exit 2
-      fi
-      echo "prefect_server.sh: WARNING: LAB_INSECURE_NO_AUTH=1: listening on $host WITHOUT AUTHENTICATION; anyone who reaches this port can run code on every worker" >&2
+# Loopback: 127.x.y.z, ::1, localhost (a name such as 127.example.org is no address of ours).
+if [[ ! "$host" =~ ^(127(\.[0-9]{1,3}){3}|localhost|::1|\[::1\])$ ]]; then
+  if [[ -z "${PREFECT_SERVER_API_AUTH_STRING:-}" ]]; then
+    if [[ "${LAB_INSECURE_NO_AUTH:-0}" != 1 ]]; then
+      echo "prefect_server.sh: refusing to listen on $host without authentication (an open Prefect API runs any code on every worker): set PREFECT_SERVER_API_AUTH_STRING=user:password (docs/shared_servers.md), or LAB_INSECURE_NO_AUTH=1 on a network you trust completely" >&2
+      exit 2
     fi
-    ;;
-esac
+    echo "prefect_server.sh: WARNING: LAB_INSECURE_NO_AUTH=1: listening on $host WITHOUT AUTHENTICATION; anyone who reaches this port can run code on every worker" >&2
+  fi
+fi
 mkdir -p "$PREFECT_HOME"
 exec .venv/bin/prefect server start --host "$host" --port "${PREFECT_PORT:-4200}"

@@ -29,13 +29,18 @@ would then write beside its retry (outputs, the run-cache entry, the MLflow run 
 soft-deletes). A worker's stage therefore runs under a fence (`flow_run_fence`): every few
 seconds it reads its own flow run's state, and the stage's process group is killed, and nothing
 committed or pushed, as soon as that state is no longer Running or could not be confirmed for
-`FENCE_LEASE_S`, shorter than the automation's window: by the time the retry can start, the first
-attempt has stopped itself.
+`FENCE_LEASE_S`, shorter than the automation's window. A look at the state that gets no answer
+within `FENCE_ANSWER_S` counts as unconfirmed (a partition that drops packets would hold Prefect's
+client for minutes of timeouts and retries); so an attempt stops at most `FENCE_STOP_WITHIN_S`
+after its last confirmed Running, which came before it was marked Crashed, and the pipeline
+retries a Crashed stage only after waiting that long (`outlive_crashed_attempt`): the retry
+starts once the first attempt has stopped itself, whatever failed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 import shutil
@@ -68,10 +73,19 @@ class Fenced(StageFailed):
 # The exit code of a user error (core/cli.py `run_main`: "fix your input").
 USER_ERROR_EXIT = 2
 # A fenced attempt stops itself when it could not confirm that its flow run is Running for this
-# long; two thirds of the zombie automation's window (tasks/pool.py, 90 s), so it has stopped
-# before the automation marks it Crashed and the pipeline starts the retry.
+# long; two thirds of the zombie automation's window (tasks/pool.py, 90 s), so a worker cut off
+# from the API usually stops before the automation marks it Crashed. What guarantees it has
+# stopped before the retry starts is the pipeline's wait (`outlive_crashed_attempt`).
 FENCE_LEASE_S = 60.0
 FENCE_EVERY_S = 10.0
+# A look at the flow run's state that has not answered after this long counts as unconfirmed (the
+# read goes on in the background; the lease decides meanwhile).
+FENCE_ANSWER_S = 5.0
+# The longest a fenced attempt runs on after its last confirmation of Running: the lease, then at
+# most one interval and one unanswered look before the fence notices. The pipeline waits this
+# long after a Crashed attempt before its retry.
+FENCE_STOP_WITHIN_S = FENCE_LEASE_S + FENCE_EVERY_S + FENCE_ANSWER_S
+_sleep = time.sleep
 # A fence: None while this attempt may go on writing, else why not.
 Fence = Callable[[], "str | None"]
 
@@ -190,29 +204,66 @@ def check_fence(fence: Fence | None, before: str) -> None:
 
 def flow_run_fence(flow_run_id: str, lease_s: float = FENCE_LEASE_S,
                    read_state: Callable[[str], str] | None = None,
-                   clock: Callable[[], float] = time.monotonic) -> Fence:
+                   clock: Callable[[], float] = time.monotonic,
+                   answer_within_s: float | None = None) -> Fence:
     """A fence for the flow run `flow_run_id` (a worker's `stage_flow`): None while the run is
     Running; a reason once it is in any other state (Crashed by the zombie automation,
-    Cancelled), or once its state could not be read for `lease_s` seconds. `read_state` (the
-    state's type name, e.g. "RUNNING") defaults to asking the Prefect API."""
+    Cancelled), or once it has not been confirmed Running for `lease_s` seconds. `read_state` (the
+    state's type name, e.g. "RUNNING") defaults to asking the Prefect API; each look runs in a
+    thread of its own and is waited on for `answer_within_s` (default `FENCE_ANSWER_S`) at most,
+    so an API that never answers cannot hold the fence past its lease. A confirmation counts
+    from the moment its look began."""
     read = read_state or _prefect_state_type
     last_ok = clock()
+    looking: list[tuple[float, threading.Event, dict]] = []  # the look in flight, if any
+    lock = threading.Lock()
+
+    def look() -> tuple[float, threading.Event, dict]:
+        began, answered, box = clock(), threading.Event(), {}
+
+        def ask() -> None:
+            try:
+                box["state"] = read(flow_run_id)
+            except Exception as exc:  # noqa: BLE001 - any failure to confirm counts against the lease
+                box["error"] = exc
+            answered.set()
+
+        # In this context's copy: the Prefect settings the caller runs under hold in the thread.
+        threading.Thread(target=contextvars.copy_context().run, args=(ask,), daemon=True,
+                         name=f"fence {flow_run_id}").start()
+        return began, answered, box
 
     def fence() -> str | None:
         nonlocal last_ok
-        try:
-            state = read(flow_run_id)
-        except Exception as exc:  # noqa: BLE001 - any failure to confirm counts against the lease
+        with lock:
+            if not looking:
+                looking.append(look())
+            began, answered, box = looking[0]
+            answered.wait(FENCE_ANSWER_S if answer_within_s is None else answer_within_s)
+            why: object = "no answer yet"
+            if answered.is_set():
+                looking.clear()
+                if "error" in box:
+                    why = f"{type(box['error']).__name__}: {box['error']}"
+                elif box["state"] != "RUNNING":
+                    return f"flow run {flow_run_id} is {box['state']} (its retry may be running elsewhere)"
+                else:
+                    last_ok = max(last_ok, began)
             if clock() - last_ok > lease_s:
                 return (f"flow run {flow_run_id} not confirmed Running for {lease_s:g} s "
-                        f"({type(exc).__name__}: {exc}); its retry may be running elsewhere")
+                        f"({why}); its retry may be running elsewhere")
             return None
-        if state != "RUNNING":
-            return f"flow run {flow_run_id} is {state} (its retry may be running elsewhere)"
-        last_ok = clock()
-        return None
 
     return fence
+
+
+def outlive_crashed_attempt(stage: str, log: Callable[[str], object] = print) -> None:
+    """Wait until a Crashed attempt of `stage` has certainly stopped itself (its fence gives it at
+    most `FENCE_STOP_WITHIN_S` after its last confirmed Running, which came before the Crash),
+    so that its retry never writes beside it. The pipeline calls this before retrying."""
+    log(f"{stage}: its attempt was marked Crashed; waiting {FENCE_STOP_WITHIN_S:g} s for its "
+        "fence to stop it in case its worker is alive but cut off, before the retry")
+    _sleep(FENCE_STOP_WITHIN_S)
 
 
 def _prefect_state_type(flow_run_id: str) -> str:

@@ -5,7 +5,9 @@ refusal to face a network without auth in tests/test_server_auth.py (slow: it st
 - core/llm.py: a redirect never carries the API key to another host; URLs are redacted.
 - tasks/stages.py: a run-cache entry reaches the DVC remote only after every output it names;
   a stage whose flow run is no longer Running (the heartbeat automation marked it Crashed, or it
-  cannot confirm it for a lease shorter than the automation's window) is killed before it writes.
+  cannot confirm it for a lease shorter than the automation's window, even while the API does
+  not answer) is killed before it writes, and the pipeline retries a Crashed stage only once its
+  attempt's fence has certainly stopped it.
 - models/callbacks.py: the best checkpoint is swapped atomically.
 - models/grpo.py: a checkpoint counts for resuming only with its completion marker.
 - scripts/*_server.sh: a non-loopback host without auth is refused (no server is started).
@@ -246,6 +248,71 @@ def test_flow_run_fence_lease() -> None:
     assert stages.FENCE_LEASE_S < window
 
 
+def test_flow_run_fence_does_not_wait_on_an_api_that_never_answers(monkeypatch) -> None:
+    """A worker cut off from the API by a partition that drops packets: Prefect's client retries
+    an unanswered request for minutes (60 s timeouts, 5 retries with back-off), so a fence that
+    waited on its read would let the attempt run on long past its lease (and past the moment the
+    automation marks it Crashed). The lease must run out on time all the same."""
+    from tasks import stages
+
+    monkeypatch.setattr(stages, "FENCE_ANSWER_S", 0.05, raising=False)
+    release = threading.Event()
+    reads: list[int] = []
+
+    def read(_id: str) -> str:
+        reads.append(1)
+        if len(reads) == 1:
+            return "RUNNING"
+        release.wait(120)  # the request hangs
+        raise ConnectionError("timed out")
+
+    now = [0.0]
+    fence = stages.flow_run_fence("run-1", lease_s=60, read_state=read, clock=lambda: now[0])
+    answers: list[str | None] = []
+    try:
+        assert fence() is None
+        for t in (30.0, 61.0):  # within the lease, then past it; the read still hangs
+            now[0] = t
+            asked = threading.Thread(target=lambda: answers.append(fence()), daemon=True)
+            asked.start()
+            asked.join(30)
+            assert not asked.is_alive(), f"the fence waited on the hanging read (at {t:g} s)"
+        assert answers[0] is None
+        assert "not confirmed Running" in (answers[1] or ""), answers
+    finally:
+        release.set()
+
+
+def test_the_retry_of_a_crashed_stage_waits_until_its_fence_has_stopped_it(monkeypatch) -> None:
+    """The coordinator sees the flow run Crashed; the attempt may still be alive, cut off from
+    the API, and its fence stops it at most FENCE_LEASE_S + one look after its last confirmed
+    Running, which came before the Crash. The stage fails (to be retried) only after that long."""
+    import logging as _logging
+
+    import prefect.deployments
+    from prefect.states import Crashed
+
+    from flows import pipeline
+    from tasks import stages
+
+    events: list[object] = []
+    monkeypatch.setattr(pipeline, "get_run_logger", lambda: _logging.getLogger("test"))
+    monkeypatch.setattr(stages, "plan", lambda *a, **k: "run")
+    monkeypatch.setattr(stages, "_sleep", lambda s: events.append(("wait", s)), raising=False)
+
+    class _Run:
+        name = "train@rlvr-0"
+        state = Crashed(message="no heartbeat for 90 s: the worker died")
+
+    monkeypatch.setattr(prefect.deployments, "run_deployment", lambda *a, **k: _Run())
+    with pytest.raises(stages.StageFailed, match="CRASHED|Crashed"):
+        pipeline.run_stage_on_pool.fn("train@rlvr-0", "abc123", [], "stage/worker")
+    waited = sum(s for kind, s in events if kind == "wait")  # type: ignore[misc]
+    longest = (stages.FENCE_LEASE_S + stages.FENCE_EVERY_S
+               + getattr(stages, "FENCE_ANSWER_S", 0.0))
+    assert waited >= longest, events
+
+
 # ---- models/callbacks.py and models/grpo.py: the best checkpoint and resumable checkpoints ----
 
 
@@ -330,26 +397,28 @@ def _script_env(prefixes: tuple[str, ...]) -> dict[str, str]:
             if not k.startswith(prefixes) and k != "LAB_INSECURE_NO_AUTH"}
 
 
+@pytest.mark.parametrize("host", ["192.0.2.1", "127.0.0.1.invalid"])
 @pytest.mark.parametrize(("script", "host_var", "prefixes"), [
     ("mlflow_server.sh", "MLFLOW_HOST", ("MLFLOW_",)),
     ("prefect_server.sh", "PREFECT_HOST", ("PREFECT_",)),
 ])
 def test_server_scripts_refuse_a_network_host_without_auth(tmp_path, script, host_var,
-                                                           prefixes) -> None:
+                                                           prefixes, host) -> None:
     """192.0.2.1 (TEST-NET-1, on no interface here): the script must refuse before starting
-    anything; the code before the fix tried to serve on it without auth."""
+    anything; the code before the fix tried to serve on it without auth. A DNS name that only
+    starts like a loopback address (127.0.0.1.invalid) is no loopback address either."""
     import socket
     import subprocess
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = str(s.getsockname()[1])
-    env = {**_script_env(prefixes), host_var: "192.0.2.1", "MLFLOW_PORT": port,
+    env = {**_script_env(prefixes), host_var: host, "MLFLOW_PORT": port,
            "PREFECT_PORT": port, "PREFECT_HOME": str(tmp_path / "prefect"),
            "MLFLOW_BACKEND_URI": f"sqlite:///{tmp_path / 'server.db'}",
            "MLFLOW_ARTIFACTS": str(tmp_path / "artifacts")}
     done = subprocess.run(["bash", str(ROOT / "scripts" / script)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120, start_new_session=True)
     assert done.returncode == 2, done.stderr[-2000:]
-    assert "refusing to listen on 192.0.2.1 without authentication" in done.stderr
+    assert f"refusing to listen on {host} without authentication" in done.stderr
     assert "LAB_INSECURE_NO_AUTH=1" in done.stderr  # the override is named
