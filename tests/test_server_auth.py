@@ -53,6 +53,22 @@ def _processes_mentioning(marker: str) -> list[str]:
     return found
 
 
+def _processes_in_group(pgid: int) -> list[str]:
+    """Command lines of the live processes of process group `pgid` (zombies, dead but not yet
+    reaped by whoever adopted them, are not counted)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            if state != "Z" and os.getpgid(int(proc.name)) == pgid:
+                found.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            continue
+    return found
+
+
 def _wait_for_line(proc: subprocess.Popen, log: Path, text: str, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -153,6 +169,10 @@ def test_mlflow_server_refuses_unauthenticated_requests(tmp_path):
         _wait_for_line(proc, log, f"on experiment {WORKER_EXPERIMENT!r}")
         assert (tmp_path / "auth" / "basic_auth.db").exists(), _tail(log)
         assert (tmp_path / "auth" / "basic_auth.db").stat().st_mode & 0o077 == 0  # private
+        # MLflow's job runner is off: before issue 35 it ran 7 huey consumers beside the server,
+        # which a stop that signals the server alone left running.
+        runners = [c for c in _processes_in_group(proc.pid) if "huey" in c or "_job_runner" in c]
+        assert not runners, runners
         assert MLFLOW_PASSWORD not in (tmp_path / "auth" / "basic_auth.ini").read_text()
         search = f"{base}/api/2.0/mlflow/experiments/search?max_results=1"
         assert _request(search) == 401, _tail(log)
@@ -193,9 +213,15 @@ def test_mlflow_server_refuses_unauthenticated_requests(tmp_path):
         assert _request(f"{api}/experiments/delete", auth=worker, data={"experiment_id": other}) == 403
         assert _request(f"{base}/api/2.0/mlflow/users/create", auth=worker,
                         data={"username": "intruder", "password": "intruder-pw-0123"}) == 403
+        # Stopped as `kill PID` (a supervisor, a shell's job control) stops it: the signal goes
+        # to the script alone, not to its process group. The script before issue 35 left MLflow's
+        # 7 huey job consumers running then (a group kill, as `_stop` does, hid them).
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=120)
+        time.sleep(2)
+        left = _processes_mentioning(str(tmp_path)) + _processes_in_group(proc.pid)
     finally:
         _stop(proc)
-    left = _processes_mentioning(str(tmp_path))  # e.g. MLflow's huey job consumers
     assert not left, left
 
 
