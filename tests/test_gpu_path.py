@@ -144,6 +144,50 @@ def test_setup_run_puts_the_policy_on_the_device_before_the_pre_filter_runs(qwen
     assert next(model.parameters()).dtype == torch.float32  # trained: float32 masters
 
 
+@pytest.mark.parametrize("method", ["rlme_models", "rlcer"])
+def test_setup_run_builds_every_model_on_the_trainers_device(qwen3_folder, method):
+    """The train stage's own order (`setup_run`, which `flows.train.train` calls): the policy is
+    on the trainer's device before the plan is built, so RLME's frozen snapshot (a copy of the
+    policy as it is then) and its path evaluator, and RLCER's judge, are there too. Built while
+    the policy was still on the CPU, the frozen copy stayed on the CPU."""
+    from flows.train import setup_run
+
+    p = ci_params(qwen3_folder)
+    model, _, plan, _ = setup_run(p, p.resolve(method), 0, [], device="meta")
+    built = [m for f in [*plan.reward_funcs, *plan.loggers] for m in modules_in(f)]
+    assert len(built) >= (2 if method == "rlme_models" else 1)
+    for m in [model, *built]:
+        assert {q.device.type for q in m.parameters()} == {"meta"}, type(m).__name__
+
+
+def test_the_evaluate_stage_holds_its_policy_on_the_trainers_device(qwen3_folder, monkeypatch):
+    """`flows.evaluate.evaluate` with no device argument (as the pipeline calls it) samples with
+    the policy on the process's device (`core.devices.training_device`; `meta` stands in for
+    `cuda:0`), in that device's compute dtype, not on the CPU beside a GPU."""
+    import evals.suite
+    import models.policy
+    from core import devices, paths
+    from flows.evaluate import evaluate
+
+    class Sampled(Exception):
+        pass
+
+    seen = []
+
+    def sample(model, *args, **kwargs):
+        seen.append({(q.device.type, q.dtype) for q in model.parameters()})
+        raise Sampled
+
+    meta = lambda: torch.device("meta")  # noqa: E731
+    monkeypatch.setattr(devices, "training_device", meta)
+    monkeypatch.setattr(models.policy, "training_device", meta)
+    monkeypatch.setattr(paths, "policy_dir", lambda *args, **kwargs: qwen3_folder)
+    monkeypatch.setattr(evals.suite, "evaluate_policy", sample)
+    with pytest.raises(Sampled):
+        evaluate(ci_params(qwen3_folder), "base")
+    assert seen == [{("meta", devices.compute_dtype("meta"))}]
+
+
 # --- batch sizes ----------------------------------------------------------------------------------
 
 def largest_batch(model: torch.nn.Module) -> list[int]:
@@ -237,13 +281,20 @@ def project_pins() -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1200)
+@pytest.mark.timeout(900)
 def test_the_vllm_pin_resolves_beside_the_project_pins(tmp_path):
-    """configs/gpu-requirements.txt's vLLM, TRL 1.16's range and every pin of the project but
-    prefect's fastapi floor resolve together (`pip install --dry-run`: the registry, no install).
-    prefect 3.8.8 wants fastapi>=0.139 and vLLM 0.30.0 fastapi<0.137, which is why docs/gpu.md
-    puts fastapi back after installing vLLM."""
+    """configs/gpu-requirements.txt's vLLM, in TRL 1.16's range, installs into the project's
+    environment with every pin of the project but prefect's fastapi floor held (`pip install
+    --dry-run`: the registry, nothing installed). As docs/gpu.md's install does, pip keeps what is
+    installed where it satisfies the requirements, so it fetches the metadata of vLLM's new
+    dependencies only (with --ignore-installed it re-resolved all of them: 16 minutes on a loaded
+    2-core machine). prefect 3.8.8 wants fastapi>=0.139 and vLLM 0.30.0 fastapi<0.137, which is
+    why docs/gpu.md puts fastapi back after installing vLLM."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed_version
+
     from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
     from packaging.version import Version
 
     pins = [line.strip() for line in (ROOT / "configs/gpu-requirements.txt").read_text().splitlines()
@@ -252,14 +303,59 @@ def test_the_vllm_pin_resolves_beside_the_project_pins(tmp_path):
     (version,) = [Version(s.version) for s in vllm.specifier]
     assert Version("0.22.0") <= version <= Version("0.31.0")  # trl/import_utils.py
     report = tmp_path / "report.json"
-    cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-           "--report", str(report), *pins, *project_pins()]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1100)
+    cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--report", str(report),
+           *pins, *project_pins()]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=850)
     assert done.returncode == 0, done.stderr[-2000:]
-    chosen = {i["metadata"]["name"].lower(): i["metadata"]["version"]
+    chosen = {canonicalize_name(i["metadata"]["name"]): i["metadata"]["version"]
               for i in json.loads(report.read_text())["install"]}
-    assert chosen["vllm"] == str(version) and chosen["transformers"] == "5.23.0"
-    assert chosen["torch"].split("+")[0] == "2.13.0" and chosen["trl"] == "1.16.0"
+    assert chosen["vllm"] == str(version)
+
+    def after(name: str) -> str | None:  # the version the environment would hold after the install
+        try:
+            return chosen.get(canonicalize_name(name)) or installed_version(name)
+        except PackageNotFoundError:
+            return None
+
+    exact = [Requirement(d) for d in project_pins() if "==" in d]
+    assert {r.name for r in exact} >= {"torch", "transformers", "trl", "accelerate"}
+    for r in exact:  # every == pin of the project still holds beside vLLM
+        held = after(r.name)
+        assert held is not None and r.specifier.contains(Version(held).public), (r, held)
+
+
+def smoke_script():
+    """scripts/gpu_smoke.py as a module (scripts/ is not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_smoke", ROOT / "scripts/gpu_smoke.py")
+    smoke = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(smoke)
+    return smoke
+
+
+def test_the_smoke_runs_with_its_own_settings_not_the_ci_presets(tmp_path):
+    """The smoke starts from the ci preset and sets its own schedule and sizes: two steps, one
+    checkpoint and one held-out point after step 0, 8 val and test prompts. Validated with the
+    ci preset applied a second time, the preset's save_steps and heldout_every (1) won: a
+    checkpoint and a held-out evaluation at every step."""
+    p = smoke_script().smoke_params(tmp_path, use_vllm=False)
+    for m in ("rlvr", "rlme", "dro", "rlcer"):
+        g = p.method_grpo(m)
+        assert (g.max_steps, g.save_steps, g.heldout_every) == (2, 2, 2), m
+        assert g.weight_decay == 0.1 and not g.use_vllm, m
+    assert (p.world.arith.n_val, p.world.arith.n_test) == (8, 8) == (p.eval.n_test, 8)
+    assert p.eval.benchmarks == ["arith"] and p.reward.rlcer.verifier == str(tmp_path)
+
+
+def test_the_smoke_decides_nothing_by_the_clock_on_a_cpu():
+    """`--cpu` runs in the slow suite, on machines of any load: its `total time` line is shown,
+    never a FAIL (which would make the slow test fail by wall time); on a GPU it is the
+    10-minute check."""
+    smoke = smoke_script()
+    assert smoke.time_check(3600.0, gpu=False)[0] is None  # SKIP: counted in no exit status
+    assert smoke.time_check(601.0, gpu=True)[0] is False
+    assert smoke.time_check(599.0, gpu=True)[0] is True
 
 
 @pytest.mark.slow
