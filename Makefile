@@ -6,6 +6,9 @@ export HF_HUB_OFFLINE := 1
 export DVC_NO_ANALYTICS := 1
 export DO_NOT_TRACK := 1
 export MLFLOW_DISABLE_TELEMETRY := true
+# MLflow's job runner (seven huey consumers) is not used by the lab and outlives a stopped
+# `make mlflow-ui` (scripts/mlflow_server.sh turns it off for the same reason).
+export MLFLOW_SERVER_ENABLE_JOB_EXECUTION := false
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PREFECT_HOME ?= $(abspath .prefect)
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
