@@ -103,14 +103,10 @@ def as_ordinary_user() -> dict:
     """`measure()` again as the ordinary user of tests/test_sandbox_os_layer.py, in a private
     mount namespace that opens the interpreter's folders to it (as that file's test does)."""
     sys.path.insert(0, str(ROOT))
-    from tests.test_sandbox_os_layer import _ensure_user, _needed_paths, _unsearchable_parents
+    from tests.test_sandbox_os_layer import _ensure_user, open_paths_script
 
     user = _ensure_user()
-    lines = ["set -eu"]
-    for blocked, child in _unsearchable_parents(_needed_paths()):
-        b, c = shlex.quote(str(blocked)), shlex.quote(str(child))
-        lines += ["t=$(mktemp -d)", f'mount --bind {c} "$t"',
-                  f"mount -t tmpfs -o mode=0755 tmpfs {b}", f"mkdir -p {c}", f'mount --move "$t" {c}']
+    lines = ["set -eu", *open_paths_script()]
     lines.append(
         f"exec setpriv --reuid={user.pw_uid} --regid={user.pw_gid} --clear-groups "
         "--inh-caps=-all --bounding-set=-all -- env -i PATH=/usr/bin:/bin HOME=/tmp "

@@ -165,6 +165,18 @@ def _needed_paths() -> list[Path]:
     return [Path(os.path.realpath(sys.base_prefix)), Path(sys.prefix), ROOT]
 
 
+def open_paths_script() -> list[str]:
+    """Shell lines that, in a private mount namespace, open the folders the interpreter and the
+    repository need to an ordinary user: each closed parent becomes an empty tmpfs with only the
+    one entry needed bind-mounted back (used here and by benchmarks/sandbox_layers.py)."""
+    lines: list[str] = []
+    for blocked, child in _unsearchable_parents(_needed_paths()):
+        b, c = shlex.quote(str(blocked)), shlex.quote(str(child))
+        lines += ["t=$(mktemp -d)", f'mount --bind {c} "$t"',
+                  f"mount -t tmpfs -o mode=0755 tmpfs {b}", f"mkdir -p {c}", f'mount --move "$t" {c}']
+    return lines
+
+
 def _unsearchable_parents(paths: list[Path]) -> list[tuple[Path, Path]]:
     """(blocked folder, its child on the way) for every folder others cannot search."""
     out: dict[Path, Path] = {}
@@ -206,11 +218,7 @@ def test_os_layer_holds_for_an_ordinary_user() -> None:
         pytest.skip(f"{closed[0]} is closed to other users (mode {oct(os.stat(closed[0]).st_mode & 0o777)}): "
                     "an ordinary user cannot run the tests from it")
     user = _ensure_user()
-    lines = ["set -eu"]
-    for blocked, child in _unsearchable_parents(_needed_paths()):
-        b, c = shlex.quote(str(blocked)), shlex.quote(str(child))
-        lines += ["t=$(mktemp -d)", f'mount --bind {c} "$t"',
-                  f"mount -t tmpfs -o mode=0755 tmpfs {b}", f"mkdir -p {c}", f'mount --move "$t" {c}']
+    lines = ["set -eu", *open_paths_script()]
     pytest_args = ["tests/test_sandbox_os_layer.py", "tests/test_sandbox.py", "-k",
                    "(os_layer or worker_layer or libc or pid_namespace) and not ordinary_user and not as_root",
                    "-q", "-rs", "-p", "no:cacheprovider", "-o", "addopts="]
