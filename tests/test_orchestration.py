@@ -37,6 +37,8 @@ def make_clone(dest: Path, grpo: dict | None = None, top: dict | None = None) ->
     (dest / "mlflow").mkdir()
     (dest / "data").mkdir(exist_ok=True)
     (dest / "data" / ".gitignore").write_text((ROOT / "data" / ".gitignore").read_text())
+    # prepare's dependency on the local-data folder (dvc.yaml), which git keeps by its README
+    shutil.copytree(ROOT / "data" / "external", dest / "data" / "external")
     params = (dest / "params.yaml").read_text().replace("\npreset: null\n", "\npreset: ci\n")
     assert "\npreset: ci\n" in params, "params.yaml no longer has a top-level `preset: null`"
     raw = yaml.safe_load(params)
@@ -90,6 +92,21 @@ def test_dvc_repro_end_to_end(clone):
     sh([str(BIN / "dvc"), "plots", "show", "-o", "plots_out"], d, env)
     page = (d / "plots_out" / "index.html").read_text()
     assert "train.json" in page and "heldout.json" in page
+
+
+def test_a_new_local_data_file_makes_prepare_stale(clone):
+    """docs/own_data.md: prepare depends on data/external/, so a file dropped or replaced there is
+    what the next `dvc repro` runs first; taking it away leaves nothing stale."""
+    d, env = clone
+    dropped = d / "data" / "external" / "gsm8k_test.jsonl"
+    dropped.write_text('{"question": "1+1?", "answer": "#### 2"}\n')
+    try:
+        status = json.loads(sh([str(BIN / "dvc"), "status", "--json"], d, env))
+        assert set(status) == {"prepare"}, status
+        assert {"changed deps": {"data/external": "modified"}} in status["prepare"], status
+    finally:
+        dropped.unlink()
+    assert json.loads(sh([str(BIN / "dvc"), "status", "--json"], d, env)) == {}
 
 
 def test_mlflow_runs_have_tags_curves_and_weights(clone):
@@ -170,7 +187,7 @@ def test_prefect_failing_stage_fails_the_flow_and_stops_downstream(clone, tmp_pa
     d, env = clone
     broken = tmp_path / "broken"
     shutil.copytree(d, broken, ignore=shutil.ignore_patterns("data", "mlflow", "reports"))
-    (broken / "data").mkdir()
+    shutil.copytree(d / "data" / "external", broken / "data" / "external")
     (broken / "mlflow").mkdir()
     flows_prepare = broken / "flows" / "prepare.py"
     flows_prepare.write_text(flows_prepare.read_text().replace(
