@@ -20,10 +20,10 @@
 #                          every experiment (default_permission = READ) and writes only to the
 #                          lab's: MLFLOW_WORKER_EXPERIMENTS (comma-separated, default
 #                          nolabel-rl-lab, tasks/tracking.py's experiment; created if missing),
-#                          with MLFLOW_WORKER_PERMISSION on each (default MANAGE: a retried
-#                          training soft-deletes its crashed attempt's run, tasks/tracking.py,
-#                          and MLflow lets only MANAGE delete a run; EDIT where nothing is
-#                          retried). Workers never need the admin login.
+#                          with MLFLOW_WORKER_PERMISSION on each (default EDIT: runs are
+#                          created, logged to and ended, never deleted; a retried training
+#                          ends its crashed attempt's run as superseded, tasks/tracking.py).
+#                          Workers never need the admin login.
 # Other users get `default_permission = READ`; the admin creates them (REST API or /signup).
 # Clients send MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD.
 # Host-header check: MLflow accepts localhost and private-network addresses by default; to reach it
@@ -142,7 +142,7 @@ for _ in range(300):  # a first start (database migrations) takes a while
         pass
     time.sleep(1)
 user, password = os.environ["MLFLOW_WORKER_USER"], os.environ["MLFLOW_WORKER_PASSWORD"]
-permission = os.environ.get("MLFLOW_WORKER_PERMISSION", "MANAGE")
+permission = os.environ.get("MLFLOW_WORKER_PERMISSION", "EDIT")
 auth, client = AuthServiceClient(uri), MlflowClient(uri)
 try:
     auth.create_user(user, password)

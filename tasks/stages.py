@@ -26,7 +26,7 @@ the timeout (Prefect's own timeout cannot interrupt a thread blocked on a child 
 its heartbeats stop, and the pipeline retries the stage elsewhere; but a worker cut off from the
 API (a network partition, a stuck heartbeat thread) may still be running the first attempt, which
 would then write beside its retry (outputs, the run-cache entry, the MLflow run the retry
-soft-deletes). A worker's stage therefore runs under a fence (`flow_run_fence`): every few
+supersedes). A worker's stage therefore runs under a fence (`flow_run_fence`): every few
 seconds it reads its own flow run's state, and the stage's process group is killed, and nothing
 committed or pushed, as soon as that state is no longer Running or could not be confirmed for
 `FENCE_LEASE_S`, shorter than the automation's window. A look at the state that gets no answer

@@ -181,15 +181,21 @@ def end_parent(run_id: str, metrics: dict[str, float], ok: bool) -> None:
     client.set_terminated(run_id, status="FINISHED" if ok else "FAILED")
 
 
+# Tag of a run that a later attempt of the same training replaced (training_run_id).
+SUPERSEDED = "superseded"
+
+
 def previous_runs(match: dict[str, str]) -> list:
-    """Runs of the lab's experiment whose tags equal `match`, newest first (deleted ones excluded)."""
+    """Runs of the lab's experiment whose tags equal `match`, newest first (deleted runs and runs a
+    retry superseded excluded)."""
     from mlflow.tracking import MlflowClient
 
     setup()
     client = MlflowClient()
     exp = client.get_experiment_by_name(os.environ["MLFLOW_EXPERIMENT_NAME"])
     query = " and ".join(f"tags.{k} = '{v}'" for k, v in match.items())
-    return list(client.search_runs([exp.experiment_id], query, order_by=["attributes.start_time DESC"]))
+    runs = client.search_runs([exp.experiment_id], query, order_by=["attributes.start_time DESC"])
+    return [r for r in runs if SUPERSEDED not in r.data.tags]
 
 
 def training_run_id(match: dict[str, str], resumable: bool) -> str | None:
@@ -198,9 +204,10 @@ def training_run_id(match: dict[str, str], resumable: bool) -> str | None:
 
     A run left unfinished by a killed attempt is continued when this attempt resumes from its
     checkpoints (same workspace); when it starts over (e.g. retried on another worker) the
-    unfinished run is soft-deleted (restorable: `mlflow gc` never ran) and a new one begins, so
-    no step is logged twice. A finished run is continued (adopting its trained weights adds the
-    test metrics to it, no second run)."""
+    unfinished run is tagged `superseded` and ended KILLED, and a new one begins, so no step is
+    logged twice. Nothing is deleted: a pool's workers need only EDIT on the lab's experiment
+    (scripts/mlflow_server.sh), and the crashed attempt's curve stays readable. A finished run
+    is continued (adopting its trained weights adds the test metrics to it, no second run)."""
     from mlflow.tracking import MlflowClient
 
     keep: str | None = None
@@ -208,7 +215,9 @@ def training_run_id(match: dict[str, str], resumable: bool) -> str | None:
         if keep is None and (r.info.status == "FINISHED" or resumable):
             keep = r.info.run_id
         elif r.info.status != "FINISHED":
-            MlflowClient().delete_run(r.info.run_id)
+            client = MlflowClient()
+            client.set_tag(r.info.run_id, SUPERSEDED, "a retry started over")
+            client.set_terminated(r.info.run_id, status="KILLED")
     return keep
 
 

@@ -213,6 +213,16 @@ def test_mlflow_server_refuses_unauthenticated_requests(tmp_path):
         assert _request(f"{api}/experiments/delete", auth=worker, data={"experiment_id": other}) == 403
         assert _request(f"{base}/api/2.0/mlflow/users/create", auth=worker,
                         data={"username": "intruder", "password": "intruder-pw-0123"}) == 403
+        # EDIT (the default) is enough for a retry, and deleting a run is not allowed
+        retry = subprocess.run(
+            [sys.executable, "-c", WORKER_RETRY, WORKER_EXPERIMENT], cwd=ROOT, text=True,
+            capture_output=True, timeout=180,
+            env={**_clean_env(("MLFLOW_",)), "MLFLOW_TRACKING_URI": base,
+                 "MLFLOW_TRACKING_USERNAME": WORKER_USER, "MLFLOW_TRACKING_PASSWORD": WORKER_PASSWORD,
+                 "MLFLOW_EXPERIMENT_NAME": WORKER_EXPERIMENT, "MLFLOW_DISABLE_TELEMETRY": "true"})
+        assert retry.returncode == 0 and "DELETE REFUSED" in retry.stdout, (
+            f"{retry.stdout}\n{retry.stderr[-3000:]}\n--- server log ---\n{_tail(log)}")
+        assert "PERMISSION_DENIED" in retry.stdout or "403" in retry.stdout, retry.stdout
         # Stopped as `kill PID` (a supervisor, a shell's job control) stops it: the signal goes
         # to the script alone, not to its process group. The script before issue 35 left MLflow's
         # 7 huey job consumers running then (a group kill, as `_stop` does, hid them).
@@ -223,6 +233,29 @@ def test_mlflow_server_refuses_unauthenticated_requests(tmp_path):
     finally:
         _stop(proc)
     assert not left, left
+
+
+# A training retried after a crash, run as the workers' user: the crashed attempt's run is ended
+# as superseded (tasks/tracking.py, training_run_id), which EDIT allows; deleting it is refused.
+WORKER_RETRY = """
+import sys
+from mlflow.tracking import MlflowClient
+from tasks import tracking
+tracking.setup()
+c = MlflowClient()
+match = {"stage": "train", "reward_method": "rlvr", "seed": "0"}
+exp = c.get_experiment_by_name(sys.argv[1])
+crashed = c.create_run(exp.experiment_id, tags=match).info.run_id
+assert tracking.training_run_id(match, resumable=False) is None
+r = c.get_run(crashed)
+assert r.info.status == "KILLED" and tracking.SUPERSEDED in r.data.tags, r
+assert tracking.previous_runs(match) == []
+try:
+    c.delete_run(crashed)
+    print("DELETED")
+except Exception as e:
+    print("DELETE REFUSED", e)
+"""
 
 
 PREFECT_CLIENT = """
