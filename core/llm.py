@@ -215,11 +215,13 @@ class TransformersClient:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        from core.devices import place, training_device
+
         self.settings = settings
         self.tokenizer = AutoTokenizer.from_pretrained(model_path, local_files_only=True)
-        self.model = AutoModelForCausalLM.from_pretrained(model_path, local_files_only=True).eval()
-        if torch.cuda.is_available():
-            self.model.to("cuda")
+        model = AutoModelForCausalLM.from_pretrained(model_path, local_files_only=True).eval()
+        # this process's GPU (LOCAL_RANK's, not always GPU 0) in its compute dtype, or the CPU
+        self.model = place(model, training_device())
         self._torch = torch
 
     def complete(self, prompt: str) -> str | None:

@@ -116,12 +116,14 @@ class EmbeddingMatcher(Matcher):
     def _load(self) -> tuple[PreTrainedTokenizerBase, PreTrainedModel]:
         """The tokenizer and encoder, loaded on first use."""
         if self._tokenizer is None or self._model is None:
-            import torch
             from transformers import AutoModel, AutoTokenizer
+
+            from core.devices import place, training_device
 
             self._tokenizer = AutoTokenizer.from_pretrained(self.model_path, local_files_only=True)
             model = AutoModel.from_pretrained(self.model_path, local_files_only=True).eval()
-            self._model = model.to("cuda") if torch.cuda.is_available() else model
+            # this process's GPU (LOCAL_RANK's) in its compute dtype, or the CPU
+            self._model = place(model, training_device())
         return self._tokenizer, self._model
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:

@@ -105,6 +105,22 @@ def test_a_read_only_model_is_held_on_its_device_in_its_compute_dtype(qwen3_fold
 
 # --- devices --------------------------------------------------------------------------------------
 
+def test_the_synthesis_llm_and_the_embedding_matcher_load_on_the_process_device(qwen3_folder,
+                                                                                monkeypatch):
+    """core/llm.py's in-process LLM and rewards/matchers.py's encoder go to this process's device
+    (`training_device`: LOCAL_RANK's GPU), in its compute dtype, not to GPU 0 by name."""
+    from core import devices
+    from core.llm import TransformersClient
+    from core.params import LlmSettings
+    from rewards.matchers import EmbeddingMatcher
+
+    monkeypatch.setattr(devices, "training_device", lambda: torch.device("meta"))
+    client = TransformersClient(str(qwen3_folder), LlmSettings())
+    _, encoder = EmbeddingMatcher(qwen3_folder)._load()
+    for model in (client.model, encoder):
+        assert {p.device.type for p in model.parameters()} == {"meta"}, type(model).__name__
+
+
 @pytest.mark.parametrize("method", ["rlme_models", "rlcer"])
 def test_every_model_a_method_builds_is_on_the_policys_device(qwen3_folder, method):
     """RLME's frozen and path evaluators and RLCER's judge land where the policy is (the trainer's
