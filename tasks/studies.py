@@ -16,7 +16,11 @@ results of record are copied into `studies/<preset>/` (in git):
   pipeline finished (a partial run is recorded too: nothing already done is lost).
 
 The workspace keeps its models and data (ignored by git), so the next call resumes: the worktree
-moves to HEAD, the record is laid back into it, and DVC re-runs only what changed. The report
+moves to HEAD, the record is laid back into it, and DVC re-runs only what changed. A study's first
+call starts from the default study's record of the stages before the arms (`base_chain`), so a
+preset that changes no input of the base (intrinsic_long: longer trainings) finds the committed
+base and its evaluation up to date instead of building its own; one that does changes them, and
+DVC rebuilds. The report
 stage reads `studies/*/` as runs named `<preset>/<arm>` (flows/report_collect.py), which is how
 evals/claims.yaml names them.
 
@@ -142,10 +146,17 @@ def prepare(name: str, root: Path = ROOT, log: Callable[[str], object] = print) 
                               "away and run again")
         git(["checkout", "--force", "--detach", rev], ws)
         log(f"study {name}: workspace {ws.relative_to(root)} moved to {rev[:12]}")
-    # The worktree holds the default study's tracked results: the study's own replace them.
+    # The worktree holds the default study's tracked results: the study's own replace them. A
+    # study with no record yet keeps the default study's record of the stages before the arms
+    # (`base_chain`): DVC re-runs each one whose inputs the preset changes and keeps the rest, so
+    # a preset that keeps the default base (intrinsic_long) does not build and score it again.
+    rec = record_dir(name, root)
+    kept = {} if (rec / "dvc.lock").exists() else base_chain(ws)
     for f in ("dvc.lock", *(f"data/{p}" for p in _RECORDED)):
         remove(ws / f)
-    rec = record_dir(name, root)
+    for rel, content in kept.items():
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_bytes(content)
     extra: dict = {}
     if rec.exists():
         for f in ("dvc.lock", *(f"data/{p}" for p in _RECORDED)):
@@ -162,6 +173,24 @@ def prepare(name: str, root: Path = ROOT, log: Callable[[str], object] = print) 
         shutil.copytree(root / phase1, ws / phase1)
     info = {"preset": preset or None, "methods": methods, "seeds": seeds, "commit": rev}
     return info if name == preset else {**info, "name": name, "base_seed": base_seed}
+
+
+def base_chain(ws: Path) -> dict[str, bytes]:
+    """The default study's record of the stages before the arms, as the worktree `ws` checked it
+    out: its dvc.lock cut to the stages that are not a run of an arm (no `@`) nor the report,
+    and the base's tracked files (data/base_model_info.json, data/eval/base/). Path -> content."""
+    try:
+        lock = yaml.safe_load((ws / "dvc.lock").read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return {}
+    stages = lock.get("stages") if isinstance(lock, dict) else None
+    if not isinstance(stages, dict):
+        return {}
+    chain = {k: v for k, v in stages.items() if "@" not in k and k != "report"}
+    out = {"dvc.lock": yaml.safe_dump({**lock, "stages": chain}, sort_keys=False).encode("utf-8")}
+    base = [ws / "data" / "base_model_info.json", *sorted((ws / "data" / "eval" / "base").glob("*.json"))]
+    out.update({str(f.relative_to(ws)): f.read_bytes() for f in base if f.is_file()})
+    return out
 
 
 def recorded_extra_runs(rec: Path, methods: list[str], seeds: list[int]) -> dict:

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from core.params import ROOT, ParamsError, read_raw
 from flows.report_collect import collect_studies
@@ -37,8 +38,11 @@ def repo(tmp_path) -> Path:
     shutil.copy(ROOT / "params.yaml", root / "params.yaml")
     shutil.copy(ROOT / ".gitignore", root / ".gitignore")
     (root / "code.py").write_text("x = 1\n")
-    (root / "dvc.lock").write_text("schema: '2.0'\nstages: {default: {}}\n")
+    (root / "dvc.lock").write_text("schema: '2.0'\nstages:\n  prepare: {cmd: p}\n  build_base: {cmd: b}\n"
+                                   "  train@rlvr-0: {cmd: t}\n  report: {cmd: r}\n")
     write(root / "data" / "eval" / "rlvr" / "seed0" / "metrics.json", {"arith/pass@1": 0.8})
+    write(root / "data" / "eval" / "base" / "metrics.json", {"arith/pass@1": 0.4})
+    write(root / "data" / "base_model_info.json", {"parameters": 5})
     write(root / "data" / "phase1_marker.json", {})
     git(root, "init", "-q", "-b", "main")
     git(root, "add", "-f", ".")
@@ -60,8 +64,13 @@ def test_the_workspace_selects_the_preset_and_drops_the_default_results(repo) ->
     assert raw["preset"] == "hint_copier" and raw["methods"] == ARMS
     assert raw["presets"] == read_raw(repo / "params.yaml")["presets"]  # the rest as committed
     assert raw["reward"]["rlme"]["questions"][0]["target"] == "YES"  # a string, not YAML 1.1's true
-    # The default study's results of record are not this study's: DVC must not take them as done.
-    assert not (ws / "dvc.lock").exists() and not (ws / "data" / "eval").exists()
+    # The default study's runs of its arms are not this study's: DVC must not take them as done.
+    # Its record of the stages before the arms stays (DVC re-runs those the preset changes), with
+    # the base's files: a preset that keeps the base does not build it again.
+    lock = yaml.safe_load((ws / "dvc.lock").read_text())
+    assert lock == {"schema": "2.0", "stages": {"prepare": {"cmd": "p"}, "build_base": {"cmd": "b"}}}
+    assert sorted(str(p.relative_to(ws / "data")) for p in (ws / "data").rglob("*.json")) == [
+        "base_model_info.json", "eval/base/metrics.json", "phase1_marker.json"]
     assert (ws / "code.py").read_text() == "x = 1\n"
     # The worktree is ignored by the repository's git (and the record is not).
     assert git(repo, "status", "--porcelain") == ""
@@ -249,6 +258,36 @@ def test_a_preset_study_runs_through_the_pipeline_and_resumes(tmp_path) -> None:
     assert "train@rlvr-0: up to date" in again, again[-3000:]
     assert json.loads((rec / "study.json").read_text())["finished"] is True
     assert "study ci_study recorded in studies/ci_study (finished)" in out + again
+
+
+@pytest.mark.slow
+def test_a_preset_that_keeps_the_base_starts_from_the_committed_one(tmp_path) -> None:
+    """A preset that changes no input of the base (here: longer trainings, as intrinsic_long)
+    finds the default study's committed base up to date in its workspace: the study does not
+    build a base of its own, and its runs are on the very base of record."""
+    import sys
+
+    from tests.test_orchestration import make_clone, sh
+
+    d = tmp_path / "repo"
+    env = make_clone(d)
+    raw = yaml.safe_load((d / "params.yaml").read_text())
+    ci = raw["presets"]["ci"]
+    raw["presets"]["ci_longer"] = {**ci, "methods": ["rlvr"],
+                                   "grpo": {**ci["grpo"], "max_steps": ci["grpo"]["max_steps"] + 1}}
+    (d / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    dvc = str(Path(sys.executable).parent / "dvc")
+    sh([dvc, "repro", "build_base"], d, env)  # the default study's base, committed as of record
+    sh("git add -A && git commit -qm 'the base of record'", d, env)
+    base = yaml.safe_load((d / "dvc.lock").read_text())["stages"]["build_base"]["outs"]
+
+    r = subprocess.run([sys.executable, "-m", "flows.pipeline", "--study", "ci_longer", "--no-extend"],
+                       cwd=d, env=env, capture_output=True, text=True, timeout=1200)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-4000:]
+    assert "build_base: up to date" in out and "build_base: python -m flows.build_base" not in out, out[-4000:]
+    lock = yaml.safe_load((d / "studies" / "ci_longer" / "dvc.lock").read_text())["stages"]
+    assert lock["build_base"]["outs"] == base and "train@rlvr-0" in lock
 
 
 def test_the_study_command_names_a_bad_preset_in_one_line() -> None:
