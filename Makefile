@@ -35,7 +35,7 @@ run: setup  ## the embedded default: seed 0 of the seven methods (params pipelin
 study: setup  ## the study of record: every arm of params methods x every seed (what `dvc repro` runs, in parallel)
 	$(PY) -m flows.pipeline $(ARGS)
 
-studies: setup  ## every claim setting's own study (presets that name arms), each on its own base
+studies: setup  ## every claim setting's own study (presets that name arms), on its own base where the preset changes it
 	$(PY) -m flows.pipeline --study all $(ARGS)
 
 results: setup  ## the README's results and claims tables from the metrics files in git (data/, studies/), docs/speed.md's from benchmarks/results/

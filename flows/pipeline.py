@@ -671,8 +671,9 @@ def record_study(preset: str, study: dict, finished: bool) -> str:
 def study(preset: str, seeds: list[int] | None = None, force: bool = False,
           max_parallel: int | None = None, threads_per_stage: int | None = None,
           extend: bool = True) -> str:
-    """A preset's own study (its arms on its own base) in `.studies/<preset>`, recorded in
-    `studies/<preset>/` (tasks/studies.py); partial progress is recorded too. `<study>.seed<N>`:
+    """A preset's own study (its arms, on its own base where the preset changes it) in
+    `.studies/<preset>`, recorded in `studies/<preset>/` (tasks/studies.py); partial progress is
+    recorded too. `<study>.seed<N>`:
     that study's arms on a second base. Its pipeline runs the claims' plan unless `extend` is off."""
     info = prepare_study(preset)
     args = [f"--{k.replace('_', '-')}={v}" for k, v in (("max_parallel", max_parallel),
