@@ -211,11 +211,12 @@ def training_run_id(match: dict[str, str], resumable: bool) -> str | None:
     from mlflow.tracking import MlflowClient
 
     keep: str | None = None
-    for r in previous_runs(match):
+    runs = previous_runs(match)  # first: it points MLflow at the store (setup)
+    client = MlflowClient()
+    for r in runs:
         if keep is None and (r.info.status == "FINISHED" or resumable):
             keep = r.info.run_id
         elif r.info.status != "FINISHED":
-            client = MlflowClient()
             client.set_tag(r.info.run_id, SUPERSEDED, "a retry started over")
             client.set_terminated(r.info.run_id, status="KILLED")
     return keep
