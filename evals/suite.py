@@ -13,6 +13,7 @@ training (split `val`) skip it: they run every few steps and the curves never re
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -38,10 +39,14 @@ __all__ = ["BENCHMARKS", "VERSION", "VOTE_SEED_OFFSET", "Benchmark", "ExternalBe
 # apart from the k samples' own (and from the seeds 0, 1, 2, ... of other runs).
 VOTE_SEED_OFFSET = 1_000_003
 
+# (rows, prompts as the policy saw them, each row's samples) -> one dict of extra scores per row.
+ModelScorer = Callable[[list[dict], list[str], list[list[str]]], Sequence[dict]]
+
 
 def evaluate_policy(model, tokenizer, prepared: Path, benchmarks: list[str], ev, seed: int, *,
                     split: str = "test", n: int | None = None, k: int | None = None,
-                    greedy: bool = True, chat=None, items: dict | None = None) -> dict:
+                    greedy: bool = True, chat=None, items: dict | None = None,
+                    scorers: Mapping[str, ModelScorer] | None = None) -> dict:
     """Metrics `<benchmark>/<metric>` pooled over rows, plus mean length, row count and self-BLEU.
 
     `benchmarks` holds registry names and `"<name>:<path>"` specs. Every benchmark's rows are
@@ -51,7 +56,8 @@ def evaluate_policy(model, tokenizer, prepared: Path, benchmarks: list[str], ev,
     visible answer, the text after its think block (`rewards.chat.strip_thinking`).
     `items` (a dict), when given, receives each benchmark's per-row scores under its name
     (`evals.items.item_record`: what the evaluate stage writes to items.json); the returned
-    metrics are the same with or without it.
+    metrics are the same with or without it. `scorers` (benchmark name -> `ModelScorer`) add
+    model-dependent per-row scores to the benchmarks they name (the module docstring).
     """
     from rewards.chat import ChatFormat, strip_thinking
 
@@ -80,6 +86,14 @@ def evaluate_policy(model, tokenizer, prepared: Path, benchmarks: list[str], ev,
         greedy_out = ([g[0] for g in sample(prompts, greedy=True, **kw)]
                       if greedy else [""] * len(rows))
         per_row = [score(r, s, g) for r, s, g in zip(rows, samples, greedy_out)]
+        if scorers and name in scorers:
+            seen = [chat.render(tokenizer, p) for p in prompts] if templated else prompts
+            extra_scores = scorers[name](rows, seen, samples)
+            if len(extra_scores) != len(rows):
+                raise ValueError(f"the model scorer of {name!r} returned {len(extra_scores)} rows "
+                                 f"for {len(rows)}")
+            for metrics, scores in zip(per_row, extra_scores):
+                metrics.update(scores)
         vote, maj_k = VOTES.get(name), getattr(ev, "maj_k", None)
         if vote is not None and maj_k and split == "test":
             extra = ([[]] * len(rows) if maj_k <= num_samples else

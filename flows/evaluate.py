@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from functools import partial
 
 from prefect import flow
 
@@ -30,6 +31,7 @@ def evaluate(params: Params, name: str, seed: int | None = None, *, device=None)
     thousands of long samples never run on the CPU beside a GPU."""
     import mlflow
 
+    from evals.dilution import score_samples
     from evals.registry import load_rows
     from evals.self_eval import self_eval_auroc
     from evals.suite import evaluate_policy
@@ -49,15 +51,20 @@ def evaluate(params: Params, name: str, seed: int | None = None, *, device=None)
     if name != "base":  # with the thinking setting the method trained with
         chat = chat.with_thinking(params.method_grpo(name).enable_thinking)
     sample_seed = params.seed if seed is None else seed
+    family, cfg = params.method_config(name) if name != "base" else ("base", None)
+    # arith_ref's samples also give paper 003 Fig. 3's numbers (evals/dilution.py), with the R3
+    # settings the run trained with (a DRO run's own; else the study's reward.dro).
+    dro = cfg if family == "dro" else params.method_config("dro")[1]
+    scorers = {"arith_ref": partial(score_samples, model, tokenizer, dro=dro,
+                                    batch_size=params.eval.batch_size)}
     items: dict[str, dict] = {}  # benchmark -> per-item scores (items.json)
     metrics = evaluate_policy(model, tokenizer, paths.PREPARED, params.eval.benchmarks,
-                              params.eval, sample_seed, chat=chat, items=items)
+                              params.eval, sample_seed, chat=chat, items=items, scorers=scorers)
     for task, budget in budgets.items():
         ev = params.eval.model_copy(update={"max_new_tokens": budget})
         metrics.update(evaluate_policy(model, tokenizer, paths.PREPARED, [task], ev, sample_seed,
-                                       chat=chat, items=items))
+                                       chat=chat, items=items, scorers=scorers))
     benchmarks = [*params.eval.benchmarks, *budgets]
-    family, cfg = params.method_config(name) if name != "base" else ("base", None)
     if "arith" in benchmarks:  # can the policy judge its own arith solutions? (RLME's signal)
         rows = load_rows(paths.PREPARED, "arith", "val", params.eval.n_test)
         metrics.update(self_eval_auroc(
