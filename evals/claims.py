@@ -21,8 +21,8 @@ where there is no control):
 - a metric scored item by item in every run (`evals/items.py`): the **paired bootstrap** over
   the seeds of each arm and the test items both arms scored (`RESAMPLES` resamples, numpy seed
   `SEED`), 95% percentile interval;
-- one number per run (`heldout_drop`, `train_change`, or a metric without per-item scores): the
-  **Welch t-interval** (95%; one-sample against 0 without a control), the exact permutation
+- one number per run (`heldout_drop`, `test_rise_fall`, `train_change`, or a metric without
+  per-item scores): the **Welch t-interval** (95%; one-sample against 0 without a control), the exact permutation
   p-value recorded beside it. Never decided from fewer than `MIN_SEEDS_PER_RUN` = 5 seeds per arm.
 
 **The decision**, per comparison (`decide`): `greater` (treatment beats control by at least
@@ -112,6 +112,7 @@ MEASURES = {
     "heldout_drop": "held-out drop, best − final",
     "train_change": "change over training, last − first quarter",
     "train_mean": "mean over training's logged steps",
+    "test_rise_fall": "rise, then fall on the test curve, min(peak − first, peak − last)",
 }
 
 RULE = ("Per item (a test metric scored item by item): paired bootstrap (10,000 resamples, fixed "
@@ -284,6 +285,7 @@ class RunFiles(Protocol):
     train: list[dict]
     heldout: list[dict]
     items: dict | None
+    test: list[dict]
 
 
 Runs = Mapping[str, Mapping[int | None, RunFiles]]
@@ -433,15 +435,23 @@ def run_value(run: RunFiles, claim) -> float | None:
     `test`: the metric in metrics.json. `heldout_drop`: the best value of the held-out curve minus
     its last. `train_mean`: the mean of the training curve's logged steps. `train_change`: the
     mean of the last quarter of the training curve's logged steps minus the mean of the first
-    quarter (at least one step each; 2 points needed).
+    quarter (at least one step each; 2 points needed). `test_rise_fall`: on the test split
+    evaluated at each checkpoint (test.json, the curve the independent collapse label reads and no
+    alarm does; flows/alarms.py), how far the curve rose above its first point (the base) AND then
+    fell below its peak: min(peak − first, peak − last). At least the label's DELTA (0.10) when the
+    run improved and then collapsed; near 0 for a run that never improved (it only fell) and for
+    one that kept its gain.
     """
     if claim.measure == "test":
         return _finite((run.metrics or {}).get(claim.metric))
-    values = _curve(run.heldout if claim.measure == "heldout_drop" else run.train, claim.metric)
+    source = {"heldout_drop": run.heldout, "test_rise_fall": getattr(run, "test", None) or []}
+    values = _curve(source.get(claim.measure, run.train), claim.metric)
     if len(values) < 2:
         return None
     if claim.measure == "heldout_drop":
         return max(values) - values[-1]
+    if claim.measure == "test_rise_fall":
+        return min(max(values) - values[0], max(values) - values[-1])
     if claim.measure == "train_mean":
         return float(np.mean(values))
     q = max(1, len(values) // 4)

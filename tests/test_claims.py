@@ -279,6 +279,32 @@ def test_curve_measures_are_per_run_numbers_over_seeds(tmp_path) -> None:
     assert v_change.comparisons[0].difference == pytest.approx(0.6) and v_change.verdict == cl.REPRODUCED
 
 
+def test_rise_then_fall_reads_the_test_curve_and_needs_both_halves(tmp_path) -> None:
+    """`test_rise_fall` is min(peak − first, peak − last) of test.json (never the held-out curve
+    the alarms read): a run that rose then collapsed scores its smaller half; one that only fell
+    (never improved) or kept its gain scores about 0, so neither counts as the papers' shape."""
+    courses = {"t": [0.3, 0.6, 0.45, 0.35],     # rose 0.30, fell 0.25: 0.25
+               "c": [0.3, 0.25, 0.1, 0.05]}     # only fell: 0 (the peak is the base)
+    for arm, curve in courses.items():
+        for seed in range(5):
+            write(tmp_path / "plots" / arm / f"seed{seed}" / "test.json",
+                  [{"step": 25 * i, KEY: v + 0.001 * seed} for i, v in enumerate(curve)])
+            # a held-out curve that would say otherwise: it is not read
+            write(tmp_path / "plots" / arm / f"seed{seed}" / "heldout.json",
+                  [{"step": 0, KEY: 0.9}, {"step": 25, KEY: 0.0}])
+    c = cl.Claim("r", "x", "Fig. 1", "s", (("t", "c"),), KEY, "greater", min_effect=0.10,
+                 measure="test_rise_fall")
+    (v,), _ = judge(tmp_path, c)
+    assert v.comparisons[0].difference == pytest.approx(0.25)
+    assert v.verdict == cl.REPRODUCED
+    assert v.comparisons[0].basis.startswith("seeds only (the rise")
+    kept = cl.Claim("k", "x", "Fig. 1", "s", (("c", None),), KEY, "greater", min_effect=0.10,
+                    measure="test_rise_fall")
+    (v,), _ = judge(tmp_path, kept)
+    assert v.comparisons[0].difference == pytest.approx(0.0)
+    assert v.verdict == cl.NOT_REPRODUCED
+
+
 # ------------------------------------------------------------------------------ the declared claims
 
 def test_the_declared_claims_name_known_arms_and_benchmarks() -> None:
