@@ -9,8 +9,9 @@ Each test row's k samples are one group, as a GRPO group is:
 1. P[g, t]: the probability the policy gives reference-answer token t after sample g's reasoning,
    from ONE batched teacher-forced pass (`models.dro_trainer.score_rollouts`, DRO's own scoring,
    the samples re-tokenised from their text);
-2. the group's rewards under R3 (`rewards.reflection.r3_rewards`, with the study's `reward.dro`
-   emphasis and clip bounds) and under the plain average probability (`avg_prob_rewards`);
+2. the group's rewards under R3 (`rewards.reflection.r3_rewards` at its defaults, which are
+   params.yaml's `reward.dro` emphasis and clip bounds: one fixed definition for every run, as a
+   benchmark's scorer is) and under the plain average probability (`avg_prob_rewards`);
 3. each reward's Pearson correlation with the samples' correctness (the boxed reply against the
    gold answer). A GRPO advantage is the reward minus the group's mean, divided by a per-group
    constant, so this is also the correlation of the advantage with correctness, the quantity
@@ -60,8 +61,8 @@ def correlation(reward: Sequence[float] | np.ndarray, correct: Sequence[float]) 
     return round(float(np.corrcoef(r, c)[0, 1]), 6)
 
 
-def group_correlations(logp: Sequence[np.ndarray], correct: Sequence[float], emphasis: float,
-                       clip_low: float, clip_high: float) -> dict[str, float | None]:
+def group_correlations(logp: Sequence[np.ndarray], correct: Sequence[float], emphasis: float = 10.0,
+                       clip_low: float = 0.1, clip_high: float = 0.9) -> dict[str, float | None]:
     """R3's and the average probability's correlation with correctness for one group, from each
     sample's log-probabilities of the same reference tokens.
 
@@ -70,7 +71,7 @@ def group_correlations(logp: Sequence[np.ndarray], correct: Sequence[float], emp
     linear function of it, so they correlate equally (tests/test_dilution.py: many noisy tokens).
 
     >>> lp = [np.log([0.95, 0.8]), np.log([0.95, 0.1]), np.log([0.95, 0.7]), np.log([0.95, 0.2])]
-    >>> group_correlations(lp, [1, 0, 1, 0], 10.0, 0.1, 0.9)
+    >>> group_correlations(lp, [1, 0, 1, 0])
     {'r3_corr': 0.986394, 'avg_prob_corr': 0.986394}
     """
     lengths = {len(x) for x in logp}
@@ -107,10 +108,10 @@ def dilution_metrics(per_row: Sequence[dict]) -> list[dict]:
 
 
 def score_samples(model: Any, tokenizer: Any, rows: Sequence[dict], prompts: Sequence[str],
-                  samples: Sequence[Sequence[str]], dro: Any, batch_size: int = 64) -> list[dict]:
+                  samples: Sequence[Sequence[str]], batch_size: int = 64) -> list[dict]:
     """The per-row dilution numbers of `arith_ref` samples (module docstring): `rows` the test
     rows, `prompts` the prompts as the policy saw them (chat template applied, if any), `samples`
-    each row's k completions, `dro` the `reward.dro` settings (emphasis, clip bounds).
+    each row's k completions.
 
     The scored prefix is DRO's (`rewards.dro.scoring_prefix` with the marker `</think>`): the
     sample's reasoning through its last `</think>` (closed if it never was), so every sample of a
@@ -140,5 +141,5 @@ def score_samples(model: Any, tokenizer: Any, rows: Sequence[dict], prompts: Seq
             continue
         correct = [rlvr_score(reply(s, row["separator"]), row["answer"]) for s in ss]
         per_row.append({"ref_tokens": float(len(group[0])),
-                        **group_correlations(group, correct, dro.emphasis, dro.clip_low, dro.clip_high)})
+                        **group_correlations(group, correct)})
     return dilution_metrics(per_row)

@@ -52,11 +52,8 @@ def evaluate(params: Params, name: str, seed: int | None = None, *, device=None)
         chat = chat.with_thinking(params.method_grpo(name).enable_thinking)
     sample_seed = params.seed if seed is None else seed
     family, cfg = params.method_config(name) if name != "base" else ("base", None)
-    # arith_ref's samples also give paper 003 Fig. 3's numbers (evals/dilution.py), with the R3
-    # settings the run trained with (a DRO run's own; else the study's reward.dro).
-    dro = cfg if family == "dro" else params.method_config("dro")[1]
-    scorers = {"arith_ref": partial(score_samples, model, tokenizer, dro=dro,
-                                    batch_size=params.eval.batch_size)}
+    # arith_ref's samples also give paper 003 Fig. 3's numbers (evals/dilution.py).
+    scorers = {"arith_ref": partial(score_samples, model, tokenizer, batch_size=params.eval.batch_size)}
     items: dict[str, dict] = {}  # benchmark -> per-item scores (items.json)
     metrics = evaluate_policy(model, tokenizer, paths.PREPARED, params.eval.benchmarks,
                               params.eval, sample_seed, chat=chat, items=items, scorers=scorers)

@@ -107,7 +107,7 @@ def test_score_samples_groups_each_rows_samples_with_its_own_reference(micro):
                [right[1], right[1]],
                [wrong[2], right[2], wrong[2], right[2]]]
     prompts = [r["prompt"] for r in rows]
-    out = score_samples(model, tok, rows, prompts, samples, DRO, batch_size=3)
+    out = score_samples(model, tok, rows, prompts, samples, batch_size=3)
     assert len(out) == 3
     assert out[1]["r3_corr"] is None and out[1]["avg_prob_corr"] is None
     for row, ss, got in zip(rows, samples, out):
@@ -158,3 +158,16 @@ def test_the_evaluate_suite_merges_model_scores_into_items(tmp_path, monkeypatch
     with pytest.raises(ValueError, match="returned 1 rows for 2"):
         suite.evaluate_policy(None, None, prepared, ["arith_ref"], ev, 0,
                               scorers={"arith_ref": lambda r, p, s: [{}]})
+
+
+def test_the_fixed_r3_settings_are_params_defaults():
+    """The analysis scores every run with one R3 definition, the defaults of `group_correlations`;
+    they are params.yaml's `reward.dro` ones, so the claim measures the R3 the DRO arms train on."""
+    import inspect
+
+    from core.params import load
+
+    cfg = load().method_config("dro")[1]
+    defaults = {k: v.default for k, v in inspect.signature(group_correlations).parameters.items()
+                if v.default is not inspect.Parameter.empty}
+    assert defaults == {"emphasis": cfg.emphasis, "clip_low": cfg.clip_low, "clip_high": cfg.clip_high}
