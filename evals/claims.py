@@ -112,7 +112,7 @@ MEASURES = {
     "heldout_drop": "held-out drop, best − final",
     "train_change": "change over training, last − first quarter",
     "train_mean": "mean over training's logged steps",
-    "test_rise_fall": "rise, then fall on the test curve, min(peak − first, peak − last)",
+    "test_rise_fall": "rise then fall on the test curve, the smaller of peak − first and peak − last",
 }
 
 RULE = ("Per item (a test metric scored item by item): paired bootstrap (10,000 resamples, fixed "
