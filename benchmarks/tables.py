@@ -1,7 +1,7 @@
-"""The speed page's tables (docs/speed.md), generated from the committed benchmark records, so
-that no measured number is typed into the docs.
+"""The speed page's tables (docs/speed.md) and the GPU page's record (docs/gpu.md), generated
+from the committed benchmark records and logs, so that no measured number is typed into the docs.
 
-    python -m benchmarks.tables            # rewrite the generated blocks of docs/speed.md
+    python -m benchmarks.tables            # rewrite the generated blocks of both pages
     python -m benchmarks.tables --check    # exit 1 if they differ from the records (a test runs it)
 
 `make results` runs it. Blocks:
@@ -11,13 +11,15 @@ that no measured number is typed into the docs.
   --profile`): where a step of the lab sampler spends its time at those shapes;
 - `profile`: the sampling parts of `benchmarks/results/profile_run_generate.json` (the default run
   profiled with `generate`) against `benchmarks/results/profile_run.json` (the lab sampler), each
-  with its own measured matmul peak.
+  with its own measured matmul peak;
+- `gpu_runs` (docs/gpu.md): the result lines of the GPU runs' logs in `benchmarks/results/gpu/`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -98,12 +100,40 @@ def profile_table() -> str:
     return "\n".join(lines)
 
 
+GPU_LINE = re.compile(r"^(\d\d:\d\d:\d\d )?(PASS|FAIL|SKIP|MEASURE|smoke:)")
+
+
+def gpu_runs_block(folder: Path | None = None) -> str:
+    """docs/gpu.md's record of what ran on a GPU: for each run in `<folder>/runs.json` (default
+    benchmarks/results/gpu/), its command, the software the device reported, and the result
+    lines of its committed log (PASS/FAIL/SKIP/MEASURE, as printed; the rest is progress output).
+    The last line of the log is shown too when it is not a result line (a run its timeout ended)."""
+    folder = folder or RESULTS / "gpu"
+    index = folder / "runs.json"
+    if not index.exists():
+        return "_Nothing has run on a GPU yet: docs/gpu.md, section 2._"
+    out = []
+    for run in json.loads(index.read_text()):
+        lines = (folder / run["log"]).read_text(encoding="utf-8", errors="replace").splitlines()
+        shown = [line.split("\r")[-1] for line in lines if GPU_LINE.match(line)]
+        last = lines[-1].split("\r")[-1] if lines else ""
+        if last and not GPU_LINE.match(last):
+            shown += [f"(the log ends here) {last}"]
+        software = (folder / run["software"]).read_text().split() if run.get("software") else []
+        names = ["python", "torch", "transformers", "trl", "prefect", "mlflow", "datasets"]
+        versions = ", ".join(f"{n} {v}" for n, v in zip(names, software))
+        out.append(f"`{run['command']}` ({run['date']}; {versions}; "
+                   f"`benchmarks/results/gpu/{run['log']}`):\n\n```\n" + "\n".join(shown) + "\n```")
+    return "\n\n".join(out)
+
+
 BLOCKS = {"sampling": sampling_table, "sampling_profile": sampling_profile_table,
-          "profile": profile_table}
+          "profile": profile_table, "gpu_runs": gpu_runs_block}
+PAGES = (PAGE, ROOT / "docs" / "gpu.md")  # the pages holding generated blocks
 
 
 def render(page: str) -> str:
-    """`page` with every generated block replaced by what the records give."""
+    """`page` with every generated block it holds replaced by what the records give."""
     for name, make in BLOCKS.items():
         begin = f"<!-- {name}:begin (python -m benchmarks.tables) -->"
         end = f"<!-- {name}:end -->"
@@ -120,16 +150,21 @@ def render(page: str) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="exit 1 if the page is not up to date")
-    ap.add_argument("--page", type=Path, default=PAGE)
+    ap.add_argument("--page", type=Path, default=None,
+                    help="one page (default: docs/speed.md and docs/gpu.md)")
     args = ap.parse_args()
-    text = args.page.read_text(encoding="utf-8")
-    new = render(text)
-    if args.check:
-        if new != text:
-            print(f"{args.page}: generated blocks are stale; run `python -m benchmarks.tables`")
-            sys.exit(1)
-        return
-    args.page.write_text(new, encoding="utf-8")
+    stale = False
+    for page in [args.page] if args.page else PAGES:
+        text = page.read_text(encoding="utf-8")
+        new = render(text)
+        if args.check:
+            if new != text:
+                print(f"{page}: generated blocks are stale; run `python -m benchmarks.tables`")
+                stale = True
+            continue
+        page.write_text(new, encoding="utf-8")
+    if stale:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -39,21 +39,32 @@ def report(ok: bool | None, what: str, detail: str = "") -> None:
     print(f"{word} {what}: {detail}".rstrip(": "), flush=True)
 
 
-def build_model(folder: Path, texts: list[str], gpu: bool) -> Path:
+# Qwen3-0.6B's config.json (model card): `--shape qwen3-0.6b` measures at the real size. Its
+# vocabulary is the real one too (the logits are a large share of memory); the tokenizer is the
+# small local one, so sampled ids past it decode to nothing.
+QWEN3_0P6B = dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                  num_attention_heads=16, num_key_value_heads=8, head_dim=128, vocab_size=151936,
+                  rope_theta=1_000_000.0)
+
+
+def build_model(folder: Path, texts: list[str], gpu: bool, shape: str = "smoke") -> Path:
     """A random-weight Qwen3ForCausalLM over the Qwen3-style tokenizer. On a GPU: heads of 64
-    dimensions (vLLM's attention kernels need a supported head size); on a CPU: tiny."""
+    dimensions (vLLM's attention kernels need a supported head size); on a CPU: tiny;
+    `shape="qwen3-0.6b"`: Qwen3-0.6B's dimensions."""
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     from tests.qwen3_chat import qwen3_tokenizer
 
     tok = qwen3_tokenizer(texts)
-    size = (dict(hidden_size=512, intermediate_size=1024, num_hidden_layers=4,
-                 num_attention_heads=8, num_key_value_heads=4, head_dim=64) if gpu else
-            dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                 num_attention_heads=4, num_key_value_heads=2, head_dim=16))
+    size: dict = (dict(QWEN3_0P6B) if shape == "qwen3-0.6b" else
+                  dict(hidden_size=512, intermediate_size=1024, num_hidden_layers=4,
+                       num_attention_heads=8, num_key_value_heads=4, head_dim=64) if gpu else
+                  dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=2, head_dim=16))
+    size.setdefault("vocab_size", len(tok))
     torch.manual_seed(0)
-    config = Qwen3Config(vocab_size=len(tok), max_position_embeddings=4096, tie_word_embeddings=True,
+    config = Qwen3Config(max_position_embeddings=4096, tie_word_embeddings=True,
                          pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
                          bos_token_id=None, **size)
     model = Qwen3ForCausalLM(config)
@@ -110,6 +121,23 @@ def smoke_params(folder: Path, use_vllm: bool):
     return validate(raw, preset="")
 
 
+def measure_params(folder: Path, use_vllm: bool, steps: int, recipe: str):
+    """`--measure`: the smoke's settings with the GRPO block of preset `recipe` (params.yaml:
+    batch, group size, completion cap, loss, accumulation, gradient checkpointing) for `steps`
+    steps, one held-out point at the end with short samples (the measure is the training step)."""
+    from core.params import read_raw, validate
+
+    params = smoke_params(folder, use_vllm)
+    raw = params.model_dump()
+    preset = (read_raw(ROOT / "params.yaml").get("presets") or {}).get(recipe)
+    if not isinstance(preset, dict):
+        raise SystemExit(f"gpu_smoke: no preset {recipe!r} in params.yaml")
+    raw["grpo"].update(preset.get("grpo") or {})
+    raw["grpo"].update(max_steps=steps, save_steps=steps, heldout_every=steps, use_vllm=use_vllm)
+    raw["eval"].update(max_new_tokens=16)
+    return validate(raw, preset="")
+
+
 def redirect_paths(work: Path) -> None:
     """Every stage reads and writes under `work` (core.paths), never the repository's data/."""
     from core import paths
@@ -160,6 +188,19 @@ class Watch:
         return original
 
 
+def where(e: BaseException, frames: int = 16) -> str:
+    """The innermost `frames` frames of `e`'s traceback, innermost first: the first as
+    `file:line function`, the callers by function name (which step failed, e.g. the rollouts'
+    `generate` or the loss's `compute_loss`, in one FAIL line)."""
+    import traceback
+
+    stack = list(reversed(traceback.extract_tb(e.__traceback__)[-frames:]))
+    if not stack:
+        return "?"
+    first = f"{Path(stack[0].filename).name}:{stack[0].lineno} {stack[0].name}"
+    return " < ".join([first, *(f.name for f in stack[1:])])
+
+
 def weights_moved(base: Path, final: Path) -> float:
     from safetensors.torch import load_file
 
@@ -175,6 +216,17 @@ def peak_memory(gpu: bool) -> tuple[bool, str]:
         return peak < 0.9 * total, f"{peak / 2**30:.2f} GiB allocated at peak of {total / 2**30:.0f} GiB"
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
     return rss < 8, f"{rss:.2f} GiB resident at peak (CPU)"
+
+
+def measure_line(method: str, history: list[dict], summary: dict, wall: float, gpu: bool) -> None:
+    """`--measure`'s result: TRL's `step_time` of each step (the first includes warm-up), the
+    completions' mean length, the stage's wall time and the peak memory."""
+    steps = [h["step_time"] for h in history if "step_time" in h]
+    lengths = [h["completions/mean_length"] for h in history if "completions/mean_length" in h]
+    _, memory = peak_memory(gpu)
+    print(f"MEASURE {method}: step_time {[round(x, 1) for x in steps]} s, completion mean length "
+          f"{[round(x) for x in lengths]} tokens, {summary['steps']} steps in {wall:.0f} s "
+          f"(stage wall, with loading and held-out), {memory}", flush=True)
 
 
 def time_check(elapsed: float, gpu: bool) -> tuple[bool | None, str, str]:
@@ -194,6 +246,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cpu", action="store_true", help="run on the CPU without vLLM")
     ap.add_argument("--work", type=Path, default=None, help="scratch folder (default: a temporary one)")
+    ap.add_argument("--shape", choices=["smoke", "qwen3-0.6b"], default="smoke",
+                    help="the random model's size (default: small; qwen3-0.6b: Qwen3-0.6B's config)")
+    ap.add_argument("--measure", metavar="STEPS", type=int, default=0,
+                    help="instead of the smoke: train STEPS steps with a preset's GRPO recipe "
+                         "(--recipe) and print seconds per step and peak memory per method")
+    ap.add_argument("--recipe", default="qwen3_0p6b_1gpu", help="the preset whose grpo block --measure uses")
+    ap.add_argument("--methods", nargs="+", default=None, choices=METHODS,
+                    help=f"methods to train (default: {' '.join(METHODS)}; with --measure: rlvr)")
     args = ap.parse_args()
     work = (args.work or Path(tempfile.mkdtemp(prefix="gpu-smoke-"))).resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -221,25 +281,29 @@ def main() -> int:
     from models.tiny import corpus
     from world import generate_world
 
-    params = smoke_params(work / "qwen3", use_vllm)
+    methods = args.methods or (["rlvr"] if args.measure else list(METHODS))
+    params = (measure_params(work / "qwen3", use_vllm, args.measure, args.recipe) if args.measure
+              else smoke_params(work / "qwen3", use_vllm))
     generate_world(params.world, paths.PREPARED)
-    folder = build_model(work / "qwen3", corpus(paths.PREPARED), gpu)
+    folder = build_model(work / "qwen3", corpus(paths.PREPARED), gpu, args.shape)
     want = "cuda" if gpu else "cpu"
     print(f"smoke: {work} ({'GPU' if gpu else 'CPU'}, vLLM {'on' if use_vllm else 'off'})", flush=True)
 
     watch = Watch()
     watch.hook(grpo)
-    for method in METHODS:
+    for method in methods:
         if gpu:
             torch.cuda.reset_peak_memory_stats()
         t0 = time.time()
         try:
             summary = train(params, method, 0)
         except Exception as e:  # a failed method is a FAIL line, the others still run
-            report(False, f"{method}: trains", f"{type(e).__name__}: {e}")
+            report(False, f"{method}: trains", f"{type(e).__name__}: {e} [at {where(e)}]")
             continue
         history = watch.trainer.state.log_history if watch.trainer else []
         losses = [h["loss"] for h in history if "loss" in h]
+        if args.measure:
+            measure_line(method, history, summary, time.time() - t0, gpu)
         report(bool(losses) and all(math.isfinite(x) for x in losses), f"{method}: finite loss",
                f"{losses} after {summary['steps']} steps in {time.time() - t0:.0f} s")
         moved = weights_moved(folder, paths.checkpoint_dir(method, 0) / "final")
@@ -265,6 +329,9 @@ def main() -> int:
             watch.trainer, watch.plan = None, None
             torch.cuda.empty_cache()
 
+    if args.measure:  # the measure is the training steps; the evaluate stage is the smoke's
+        print(f"smoke: {len(FAILS)} FAIL(s)" + (f": {', '.join(FAILS)}" if FAILS else ""), flush=True)
+        return min(len(FAILS), 100)
     import evals.suite as suite
 
     seen: list[tuple[set[str], set[str]]] = []

@@ -364,6 +364,37 @@ def test_the_smoke_runs_with_its_own_settings_not_the_ci_presets(tmp_path):
     assert p.eval.benchmarks == ["arith"] and p.reward.rlcer.verifier == str(tmp_path)
 
 
+def test_the_measure_trains_with_the_presets_grpo_recipe_for_its_steps(tmp_path):
+    """`--measure N`: the qwen3_0p6b_1gpu preset's GRPO block (96 prompts x 6, 512 tokens, 16
+    micro-batches, gradient checkpointing) for N steps, one held-out point, vLLM as asked."""
+    p = smoke_script().measure_params(tmp_path, use_vllm=False, steps=3, recipe="qwen3_0p6b_1gpu")
+    g = p.method_grpo("rlvr")
+    assert (g.prompts_per_step, g.num_generations, g.max_completion_length) == (96, 6, 512)
+    assert (g.gradient_accumulation_steps, g.gradient_checkpointing, g.loss_type) == (16, True, "cispo")
+    assert (g.max_steps, g.save_steps, g.heldout_every, g.use_vllm) == (3, 3, 3, False)
+    with pytest.raises(SystemExit, match="no preset"):
+        smoke_script().measure_params(tmp_path, use_vllm=False, steps=1, recipe="nope")
+
+
+def test_a_failed_methods_line_says_where_it_failed():
+    """A FAIL line carries the failing frame and its callers (rollouts or loss), innermost first."""
+    smoke = smoke_script()
+
+    def generate():
+        raise RuntimeError("CUDA out of memory")
+
+    def compute_loss():
+        generate()
+
+    try:
+        compute_loss()
+    except RuntimeError as e:
+        where = smoke.where(e)
+    assert where.startswith("test_gpu_path.py:") and where.split(" < ")[1:] == [
+        "compute_loss", "test_a_failed_methods_line_says_where_it_failed"]
+    assert " generate <" in where
+
+
 def test_the_smoke_decides_nothing_by_the_clock_on_a_cpu():
     """`--cpu` runs in the slow suite, on machines of any load: its `total time` line is shown,
     never a FAIL (which would make the slow test fail by wall time); on a GPU it is the

@@ -4,6 +4,7 @@ rounding (every statistic is snapped before it is formatted)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import numpy as np
@@ -57,5 +58,23 @@ def test_make_results_on_the_committed_records_leaves_the_readme_and_docs_unchan
     rep.write_readme(readme, ROOT / "data")
     assert readme.read_text(encoding="utf-8") == (ROOT / "README.md").read_text(encoding="utf-8"), (
         "README.md differs from `make results` on the committed records: run `make results`")
-    page = (ROOT / "docs" / "speed.md").read_text(encoding="utf-8")
-    assert tables.render(page) == page, "docs/speed.md is stale: run `make results`"
+    for page_path in tables.PAGES:
+        page = page_path.read_text(encoding="utf-8")
+        assert tables.render(page) == page, f"{page_path.name} is stale: run `make results`"
+
+
+def test_the_gpu_record_shows_each_logged_runs_result_lines_and_where_a_log_was_cut(tmp_path) -> None:
+    """docs/gpu.md's record: the command, the device's software, every PASS/FAIL/SKIP/MEASURE
+    line of the log (progress bars dropped), and the last line of a log its timeout ended."""
+    from benchmarks import tables
+
+    (tmp_path / "a.log").write_text("noise\rPASS bf16: GPU X\nLoading\nFAIL rlvr: trains: OOM\n"
+                                    "12:00:01 still loading\n")
+    (tmp_path / "v.txt").write_text("3.12.3 2.11.0 5.23.0\n")
+    (tmp_path / "runs.json").write_text(json.dumps([{"log": "a.log", "date": "d", "command": "c",
+                                                     "software": "v.txt"}]))
+    block = tables.gpu_runs_block(tmp_path)
+    assert "`c` (d; python 3.12.3, torch 2.11.0, transformers 5.23.0;" in block
+    assert "PASS bf16: GPU X\nFAIL rlvr: trains: OOM\n(the log ends here) 12:00:01 still loading" in block
+    assert "noise" not in block and "Loading" not in block
+    assert tables.gpu_runs_block(tmp_path / "none").startswith("_Nothing has run on a GPU yet")
