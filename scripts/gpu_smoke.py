@@ -229,6 +229,12 @@ def measure_line(method: str, history: list[dict], summary: dict, wall: float, g
           f"(stage wall, with loading and held-out), {memory}", flush=True)
 
 
+def finish() -> int:
+    """The closing line; the exit status is the number of FAILs (capped at 100)."""
+    print(f"smoke: {len(FAILS)} FAIL(s)" + (f": {', '.join(FAILS)}" if FAILS else ""), flush=True)
+    return min(len(FAILS), 100)
+
+
 def time_check(elapsed: float, gpu: bool) -> tuple[bool | None, str, str]:
     """The `total time` line: on a GPU a check (under 600 s); with `--cpu` the time is shown but
     decides nothing (SKIP), since a CPU's wall time depends on what else the machine runs, and the
@@ -330,8 +336,7 @@ def main() -> int:
             torch.cuda.empty_cache()
 
     if args.measure:  # the measure is the training steps; the evaluate stage is the smoke's
-        print(f"smoke: {len(FAILS)} FAIL(s)" + (f": {', '.join(FAILS)}" if FAILS else ""), flush=True)
-        return min(len(FAILS), 100)
+        return finish()
     import evals.suite as suite
 
     seen: list[tuple[set[str], set[str]]] = []
@@ -359,8 +364,7 @@ def main() -> int:
     finally:
         suite.evaluate_policy = original
     report(*time_check(time.time() - start, gpu))
-    print(f"smoke: {len(FAILS)} FAIL(s)" + (f": {', '.join(FAILS)}" if FAILS else ""), flush=True)
-    return min(len(FAILS), 100)
+    return finish()
 
 
 if __name__ == "__main__":
