@@ -318,6 +318,11 @@ class GRPO(Strict):
     vllm_mode: Literal["colocate", "server"] = "colocate"
     vllm_gpu_memory_utilization: float = Field(default=0.3, gt=0, le=1)
     gradient_accumulation_steps: int = Field(default=1, ge=1)
+    # Micro-batches whose completions one rollout call generates (TRL's steps_per_generation):
+    # null = all of an optimiser step's (TRL's default). Smaller bounds the rollout batch where
+    # generation runs without vLLM (docs/gpu.md, section 1); it must divide
+    # gradient_accumulation_steps, so every rollout still comes from the step's policy.
+    steps_per_generation: int | None = Field(default=None, ge=1)
     gradient_checkpointing: bool = False
     warmup_steps: int = Field(default=0, ge=0)
     weight_decay: float = Field(default=0.0, ge=0)

@@ -121,10 +121,13 @@ def smoke_params(folder: Path, use_vllm: bool):
     return validate(raw, preset="")
 
 
-def measure_params(folder: Path, use_vllm: bool, steps: int, recipe: str):
+def measure_params(folder: Path, use_vllm: bool, steps: int, recipe: str,
+                   steps_per_generation: int | None = None):
     """`--measure`: the smoke's settings with the GRPO block of preset `recipe` (params.yaml:
     batch, group size, completion cap, loss, accumulation, gradient checkpointing) for `steps`
-    steps, one held-out point at the end with short samples (the measure is the training step)."""
+    steps, one held-out point at the end with short samples (the measure is the training step).
+    `steps_per_generation` (grpo.steps_per_generation) splits a step's rollouts into smaller
+    generate calls, as a run without vLLM needs on one GPU."""
     from core.params import read_raw, validate
 
     params = smoke_params(folder, use_vllm)
@@ -134,6 +137,8 @@ def measure_params(folder: Path, use_vllm: bool, steps: int, recipe: str):
         raise SystemExit(f"gpu_smoke: no preset {recipe!r} in params.yaml")
     raw["grpo"].update(preset.get("grpo") or {})
     raw["grpo"].update(max_steps=steps, save_steps=steps, heldout_every=steps, use_vllm=use_vllm)
+    if steps_per_generation is not None:
+        raw["grpo"]["steps_per_generation"] = steps_per_generation
     raw["eval"].update(max_new_tokens=16)
     return validate(raw, preset="")
 
@@ -258,6 +263,9 @@ def main() -> int:
                     help="instead of the smoke: train STEPS steps with a preset's GRPO recipe "
                          "(--recipe) and print seconds per step and peak memory per method")
     ap.add_argument("--recipe", default="qwen3_0p6b_1gpu", help="the preset whose grpo block --measure uses")
+    ap.add_argument("--steps-per-generation", type=int, default=None, metavar="N",
+                    help="with --measure: micro-batches per rollout call (grpo.steps_per_generation; "
+                         "default: the recipe's, all of a step's)")
     ap.add_argument("--methods", nargs="+", default=None, choices=METHODS,
                     help=f"methods to train (default: {' '.join(METHODS)}; with --measure: rlvr)")
     args = ap.parse_args()
@@ -288,7 +296,8 @@ def main() -> int:
     from world import generate_world
 
     methods = args.methods or (["rlvr"] if args.measure else list(METHODS))
-    params = (measure_params(work / "qwen3", use_vllm, args.measure, args.recipe) if args.measure
+    params = (measure_params(work / "qwen3", use_vllm, args.measure, args.recipe,
+                             args.steps_per_generation) if args.measure
               else smoke_params(work / "qwen3", use_vllm))
     generate_world(params.world, paths.PREPARED)
     folder = build_model(work / "qwen3", corpus(paths.PREPARED), gpu, args.shape)

@@ -376,6 +376,56 @@ def test_the_measure_trains_with_the_presets_grpo_recipe_for_its_steps(tmp_path)
         smoke_script().measure_params(tmp_path, use_vllm=False, steps=1, recipe="nope")
 
 
+def test_the_measure_can_split_a_steps_rollouts(tmp_path):
+    """`--steps-per-generation 4` with the 1-GPU recipe: 4 rollout calls of 24 prompts' groups
+    (144 completions) per optimiser step instead of one of 576; 3 does not divide 16 micro-batches."""
+    from models.grpo import grpo_config
+
+    smoke = smoke_script()
+    g = smoke.measure_params(tmp_path, use_vllm=False, steps=1, recipe="qwen3_0p6b_1gpu",
+                             steps_per_generation=4).method_grpo("rlvr")
+    args = grpo_config(g, seed=0, output_dir=tmp_path / "out")
+    assert (args.steps_per_generation, args.generation_batch_size) == (4, 144)
+    assert grpo_config(smoke.measure_params(tmp_path, False, 1, "qwen3_0p6b_1gpu").method_grpo("rlvr"),
+                       seed=0, output_dir=tmp_path / "out").generation_batch_size == 576
+    bad = smoke.measure_params(tmp_path, False, 1, "qwen3_0p6b_1gpu", steps_per_generation=3)
+    with pytest.raises(ParamsError, match="does not divide gradient_accumulation_steps=16"):
+        grpo_config(bad.method_grpo("rlvr"), seed=0, output_dir=tmp_path / "out")
+
+
+def test_steps_per_generation_splits_an_optimiser_steps_rollouts(qwen3_folder, tmp_path):
+    """One GRPO step of 4 prompts in 4 micro-batches: by default TRL generates all 4 prompts'
+    groups in one call; with grpo.steps_per_generation = 2, two calls of 2 prompts' groups, and
+    still one optimiser step (the rollouts come from the step's policy)."""
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    from models.grpo import grpo_config
+    from models.policy import load_policy
+
+    rows = [{"prompt": r["prompt"]} for r in arith_rows(8)]
+    calls = {}
+    for per_generation in (None, 2):
+        g = load(preset="ci").grpo.model_copy(update={
+            "prompts_per_step": 4, "num_generations": 2, "max_completion_length": 4, "max_steps": 1,
+            "gradient_accumulation_steps": 4, "steps_per_generation": per_generation})
+        model, tok = load_policy(qwen3_folder, for_training=True)
+        trainer = GRPOTrainer(model=model, reward_funcs=[lambda completions, **_: [0.0] * len(completions)],
+                              args=grpo_config(g, seed=0, output_dir=tmp_path / str(per_generation)),
+                              processing_class=tok, train_dataset=Dataset.from_list(rows))
+        original, sizes = trainer._generate_single_turn, []
+
+        def counted(prompt_ids, *a, _original=original, _sizes=sizes, **k):
+            _sizes.append(len(prompt_ids))
+            return _original(prompt_ids, *a, **k)
+
+        trainer._generate_single_turn = counted
+        trainer.train()
+        assert trainer.state.global_step == 1
+        calls[per_generation] = sizes
+    assert calls == {None: [8], 2: [4, 4]}
+
+
 def test_a_failed_methods_line_says_where_it_failed():
     """A FAIL line carries the failing frame and its callers (rollouts or loss), innermost first."""
     smoke = smoke_script()
