@@ -12,7 +12,8 @@ from the committed benchmark records and logs, so that no measured number is typ
 - `profile`: the sampling parts of `benchmarks/results/profile_run_generate.json` (the default run
   profiled with `generate`) against `benchmarks/results/profile_run.json` (the lab sampler), each
   with its own measured matmul peak;
-- `gpu_runs` (docs/gpu.md): the result lines of the GPU runs' logs in `benchmarks/results/gpu/`.
+- `gpu_runs` (docs/gpu.md): the result lines of the GPU runs' logs in `benchmarks/results/gpu/`;
+- `study_times`: each recorded study's stage times (`studies/<study>/times.json`).
 """
 
 from __future__ import annotations
@@ -127,8 +128,34 @@ def gpu_runs_block(folder: Path | None = None) -> str:
     return "\n\n".join(out)
 
 
+def study_times_table(folder: Path | None = None) -> str:
+    """What each recorded study cost here: its `times.json` (tasks/studies.py, written by the
+    study's pipeline; `times.plan.json` for the seeds its plan added), stage actions counted."""
+    folder = folder or ROOT / "studies"
+    rows = []
+    for times in sorted(folder.glob("*/times.json")):
+        study = json.loads((times.parent / "study.json").read_text())
+        calls = [json.loads(times.read_text())]
+        plan = times.with_name("times.plan.json")
+        calls += [json.loads(plan.read_text())] if plan.exists() else []
+        stages = {k: v for t in calls for k, v in t["stages"].items()}
+        ran = {k: v for k, v in stages.items() if v["action"] not in ("skip", "not run")}
+        trainings = [v["seconds"] or 0 for k, v in ran.items() if k.startswith("train@")]
+        base = ran.get("build_base", {}).get("seconds")
+        rows.append(f"| `{times.parent.name}` | `{study['commit'][:7]}` | "
+                    f"{len(ran)} of {len(stages)} | {'' if base is None else f'{base / 60:.0f} min'} | "
+                    f"{len(trainings)}, {(sum(trainings) / len(trainings) / 60) if trainings else 0:.1f} min each | "
+                    f"{sum(t['wall_seconds'] for t in calls) / 60:.0f} min | {calls[0]['machine']['cores']} |")
+    if not rows:
+        return "_No study has recorded its times yet (a study records them from this version on)._"
+    return ("| study | commit | stages run | base build | trainings run (mean) | wall | cores |\n"
+            "|---|---|---:|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n\nFrom `studies/<study>/times.json` "
+            "(and `times.plan.json` for the seeds a plan added): the study's last call, stages up to "
+            "date not counted as run.")
+
+
 BLOCKS = {"sampling": sampling_table, "sampling_profile": sampling_profile_table,
-          "profile": profile_table, "gpu_runs": gpu_runs_block}
+          "profile": profile_table, "gpu_runs": gpu_runs_block, "study_times": study_times_table}
 PAGES = (PAGE, ROOT / "docs" / "gpu.md")  # the pages holding generated blocks
 
 

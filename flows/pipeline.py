@@ -675,10 +675,14 @@ def study(preset: str, seeds: list[int] | None = None, force: bool = False,
     `.studies/<preset>`, recorded in `studies/<preset>/` (tasks/studies.py); partial progress is
     recorded too. `<study>.seed<N>`:
     that study's arms on a second base. Its pipeline runs the claims' plan unless `extend` is off."""
+    from tasks import studies
+
     info = prepare_study(preset)
     args = [f"--{k.replace('_', '-')}={v}" for k, v in (("max_parallel", max_parallel),
                                                           ("threads", threads_per_stage)) if v]
     args += ["--seeds", *map(str, seeds)] if seeds else []
+    # Its stage times, recorded beside its results (studies/<name>/times.json), seeds chosen or not.
+    args += ["--times-file", str(studies.workspace(preset, ROOT) / studies.TIMES_FILE)]
     args += ["--force"] if force else []
     args += [] if extend else ["--no-extend"]
     rc = run_study_pipeline(preset, args)
@@ -723,6 +727,9 @@ def main() -> None:
                    "the default study's claim arms are `default`)")
     p.add_argument("--no-extend", action="store_true", help="run the pilot seeds only, not the "
                    "seeds the claims' power rule plans from them (params extra_runs)")
+    p.add_argument("--times-file", default=None, metavar="PATH", help="record each stage's wall "
+                   "time in PATH (default: reports/times/quick.json for --quick, study.json for "
+                   "the whole study, none for a partial run)")
     p.add_argument("--dry-run", action="store_true", help="print the claims' plan (seeds per arm "
                    "from the pilot, the seeds it adds, their cost) and run nothing")
     args = p.parse_args()
@@ -739,6 +746,7 @@ def main() -> None:
     # `make run` and `make study` record their stage times (reports/times/); a partial run not.
     partial = args.methods or args.seeds or args.stages
     times = TIMES / ("quick.json" if args.quick else "study.json") if args.quick or not partial else None
+    times = Path(args.times_file) if args.times_file else times
     state = pipeline(methods=args.methods, seeds=args.seeds, stages=args.stages, force=args.force,
                      max_parallel=args.max_parallel, executor=args.executor,
                      threads_per_stage=args.threads, times_file=str(times) if times else None,

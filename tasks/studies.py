@@ -13,7 +13,10 @@ results of record are copied into `studies/<preset>/` (in git):
 - `data/eval/{base,<arm>/seed<S>}/{metrics,items}.json`, `data/plots/<arm>/seed<S>/*.json` and
   `data/base_model_info.json`, the same files as the default study's under `data/`;
 - `study.json`: the preset, its arms and seeds, the commit the workspace ran, and whether the
-  pipeline finished (a partial run is recorded too: nothing already done is lost).
+  pipeline finished (a partial run is recorded too: nothing already done is lost);
+- `times.json` (and `times.plan.json` for the seeds the plan added): each stage's wall time and
+  what it did in this call (`run`, `skip`, ...), the call's wall time and the machine; a resumed
+  study's times are those of the call that resumed it.
 
 The workspace keeps its models and data (ignored by git), so the next call resumes: the worktree
 moves to HEAD, the record is laid back into it, and DVC re-runs only what changed. A study's first
@@ -54,6 +57,9 @@ WORKSPACES = ".studies"
 RECORDS = "studies"
 # The results of record a study leaves under data/ (as in the default study: data/.gitignore).
 _RECORDED = ("eval", "plots", "base_model_info.json")
+# The workspace pipeline's stage times (flows/pipeline.py `write_times`; the plan's extension
+# writes `.plan.json` beside it), recorded as `times.json` and `times.plan.json`.
+TIMES_FILE = Path("reports") / "times" / "study.json"
 
 
 def workspace(name: str, root: Path = ROOT) -> Path:
@@ -152,8 +158,9 @@ def prepare(name: str, root: Path = ROOT, log: Callable[[str], object] = print) 
     # a preset that keeps the default base (intrinsic_long) does not build and score it again.
     rec = record_dir(name, root)
     kept = {} if (rec / "dvc.lock").exists() else base_chain(ws)
-    for f in ("dvc.lock", *(f"data/{p}" for p in _RECORDED)):
-        remove(ws / f)
+    for f in ("dvc.lock", *(f"data/{p}" for p in _RECORDED), TIMES_FILE,
+              TIMES_FILE.with_suffix(".plan.json")):
+        remove(ws / f)  # the times too: a record never carries an earlier invocation's
     for rel, content in kept.items():
         (ws / rel).parent.mkdir(parents=True, exist_ok=True)
         (ws / rel).write_bytes(content)
@@ -232,6 +239,8 @@ def record(study: dict, finished: bool, root: Path = ROOT) -> Path:
                 if f.name in ("metrics.json", "headline.json", "items.json", "train.json", "heldout.json",
                               "test.json"):
                     _copy(f, staging / f.relative_to(ws))
+    for src, dst in ((TIMES_FILE, "times.json"), (TIMES_FILE.with_suffix(".plan.json"), "times.plan.json")):
+        _copy(ws / src, staging / dst)
     extra = (read_raw(ws / "params.yaml") or {}).get("extra_runs") if (ws / "params.yaml").exists() else None
     write_json(staging / "study.json", {**study, **({"extra_runs": extra} if extra else {}),
                                         "finished": finished})

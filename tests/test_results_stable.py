@@ -78,3 +78,22 @@ def test_the_gpu_record_shows_each_logged_runs_result_lines_and_where_a_log_was_
     assert "PASS bf16: GPU X\nFAIL rlvr: trains: OOM\n(the log ends here) 12:00:01 still loading" in block
     assert "noise" not in block and "Loading" not in block
     assert tables.gpu_runs_block(tmp_path / "none").startswith("_Nothing has run on a GPU yet")
+
+
+def test_the_study_times_table_counts_what_each_study_ran_and_adds_its_plans_call(tmp_path) -> None:
+    """docs/speed.md's study costs: stages that ran (not those up to date), the base build, the
+    trainings' mean, and the wall time of the pilot's call plus the plan's."""
+    from benchmarks import tables
+
+    rec = tmp_path / "kd.seed1"
+    rec.mkdir()
+    (rec / "study.json").write_text(json.dumps({"commit": "abcdef0123", "finished": True}))
+    stage = {"start_s": 0.0, "action": "run"}
+    (rec / "times.json").write_text(json.dumps({"wall_seconds": 3000, "machine": {"cores": 2}, "stages": {
+        "prepare": {**stage, "seconds": 3.0, "action": "skip"}, "build_base": {**stage, "seconds": 1500.0},
+        "train@a-0": {**stage, "seconds": 300.0}, "evaluate@a-0": {**stage, "seconds": 60.0}}}))
+    (rec / "times.plan.json").write_text(json.dumps({"wall_seconds": 600, "machine": {"cores": 2},
+                                                     "stages": {"train@a-1": {**stage, "seconds": 420.0}}}))
+    table = tables.study_times_table(tmp_path)
+    assert "| `kd.seed1` | `abcdef0` | 4 of 5 | 25 min | 2, 6.0 min each | 60 min | 2 |" in table
+    assert tables.study_times_table(tmp_path / "none").startswith("_No study has recorded")

@@ -88,6 +88,7 @@ def test_the_record_keeps_the_arms_and_a_resumed_study_gets_it_back(repo) -> Non
         write(ws / "data" / "plots" / "rlme" / f"seed{seed}" / "heldout.json", [{"step": 0}])
     write(ws / "data" / "eval" / "dro" / "seed0" / "metrics.json", {"stale": 1})   # not an arm
     write(ws / "data" / "eval" / "rlme" / "seed0" / "notes.json", {})              # not a result
+    write(ws / studies.TIMES_FILE, {"wall_seconds": 12.5, "stages": {}})          # this call's times
     rec = studies.record(info, finished=False, root=repo)
 
     assert rec == repo / "studies" / "hint_copier"
@@ -96,8 +97,9 @@ def test_the_record_keeps_the_arms_and_a_resumed_study_gets_it_back(repo) -> Non
                      "data/eval/rlme/seed0/items.json", "data/eval/rlme/seed0/metrics.json",
                      "data/eval/rlme/seed1/items.json", "data/eval/rlme/seed1/metrics.json",
                      "data/plots/rlme/seed0/heldout.json", "data/plots/rlme/seed1/heldout.json",
-                     "dvc.lock", "study.json"]
+                     "dvc.lock", "study.json", "times.json"]
     assert json.loads((rec / "study.json").read_text()) == {**info, "finished": False}
+    assert json.loads((rec / "times.json").read_text())["wall_seconds"] == 12.5
     assert studies.recorded(repo) == {"hint_copier": {**info, "finished": False}}
     # The record is what git keeps.
     assert "studies/hint_copier/dvc.lock" in git(repo, "status", "--porcelain", "-uall")
@@ -122,6 +124,7 @@ def test_the_record_keeps_the_arms_and_a_resumed_study_gets_it_back(repo) -> Non
     assert json.loads((ws / "data" / "eval" / "rlme" / "seed1" / "metrics.json").read_text()) == {
         "arith_cf/cheat_rate": 0.1}
     assert not (ws / "data" / "eval" / "rlvr").exists()  # neither the default study's results
+    assert not (ws / studies.TIMES_FILE).exists()  # nor the last call's times: this call writes its own
 
     # A workspace deleted by hand is made again (git's stale registration pruned).
     shutil.rmtree(ws)
@@ -245,6 +248,8 @@ def test_a_preset_study_runs_through_the_pipeline_and_resumes(tmp_path) -> None:
     lock = yaml.safe_load((rec / "dvc.lock").read_text())["stages"]
     assert {"build_base", "train@rlvr-0", "evaluate@rlvr-0"} <= set(lock)
     assert not (d / "data" / "base_model").exists()  # the default study's base was never built
+    times = json.loads((rec / "times.json").read_text())  # the study's stage times, recorded too
+    assert times["stages"]["train@rlvr-0"]["action"] == "run" and times["wall_seconds"] > 0
     # What git sees: the record, not the workspace.
     status = sh("git status --porcelain -uall", d, env)
     assert "studies/ci_study/study.json" in status and ".studies/" not in status
@@ -256,6 +261,7 @@ def test_a_preset_study_runs_through_the_pipeline_and_resumes(tmp_path) -> None:
     # Resuming: nothing left to run, and the record is the same.
     again = run_study()
     assert "train@rlvr-0: up to date" in again, again[-3000:]
+    assert json.loads((rec / "times.json").read_text())["stages"]["train@rlvr-0"]["action"] == "skip"
     assert json.loads((rec / "study.json").read_text())["finished"] is True
     assert "study ci_study recorded in studies/ci_study (finished)" in out + again
 
