@@ -151,7 +151,8 @@ def study_times_table(folder: Path | None = None) -> str:
     return ("| study | commit | stages run | base build | trainings run (mean) | wall | cores |\n"
             "|---|---|---:|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n\nFrom `studies/<study>/times.json` "
             "(and `times.plan.json` for the seeds a plan added): the study's last call, stages up to "
-            "date not counted as run.")
+            "date not counted as run. Wall times are this machine's as it was: a study that ran "
+            "beside other work (a CI rehearsal) took longer than it would alone.")
 
 
 BLOCKS = {"sampling": sampling_table, "sampling_profile": sampling_profile_table,
