@@ -842,7 +842,10 @@ def second_base(runs: Runs, first: Verdict, notes: list[str], resamples: int = R
     mapped = on_second_base(first.claim, base_seed)
     studies = sorted({study_of(a) for a in (*mapped.arms, *mapped.precondition_arms)})
     out: dict = {"studies": studies, "verdict": NOT_RUN}
-    if first.claim.blocked or not any(runs.get(a) for a in mapped.arms if not is_base(a)):
+    # A claim's trained arms decide whether it ran there (the base is evaluated first); a claim
+    # on the base alone (r3_resists_dilution) ran once that base is evaluated.
+    arms = [a for a in mapped.arms if not is_base(a)] or list(mapped.arms)
+    if first.claim.blocked or not any(runs.get(a) for a in arms):
         return out
     v = verdict(runs, mapped, notes, resamples, seed)
     x = v.comparisons[0]

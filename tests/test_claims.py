@@ -467,6 +467,30 @@ def test_each_claim_is_decided_again_on_the_second_base_alone(tmp_path) -> None:
     assert rep.second_base_cell(v)[-1] == "differs from the first base"
 
 
+def test_a_claim_on_the_base_alone_is_decided_on_the_second_base_once_it_is_evaluated(tmp_path) -> None:
+    """r3_resists_dilution's kind: one arm, the base, against 0. The second base's evaluation
+    alone decides it there (before, such a claim stayed `not run` for want of a trained arm)."""
+    rng = np.random.default_rng(0)
+    data, second = tmp_path / "data", tmp_path / "studies" / "default.seed1" / "data"
+    for folder, shift in ((data, 0.3), (second, 0.0)):
+        scores = np.clip(shift + rng.normal(0, 0.02, 80), -1, 1)
+        write(folder / "eval" / "base" / "metrics.json", {KEY: float(scores.mean())})
+        write(folder / "eval" / "base" / "items.json", {"arith": {
+            "headline": "pass@1", "ids": [f"arith-test-{i:05d}" for i in range(80)],
+            "metrics": {"pass@1": [float(x) for x in scores]}}})
+    on_base = cl.Claim("x", "000", "Fig. 0", "the base beats 0", (("base", None),), KEY, "greater",
+                       min_effect=0.1)
+    runs = rep.with_studies(collect(data), data).runs
+    [v], _ = cl.verdicts(runs, (on_base,))
+    assert v.verdict == cl.REPRODUCED
+    assert v.second["verdict"] == cl.NOT_REPRODUCED and v.second["agrees"] is False
+    assert v.second["diff"] == pytest.approx(0.0, abs=0.01)
+    # Not evaluated there: not run.
+    runs.pop("default.seed1/base")
+    [v], _ = cl.verdicts(runs, (on_base,))
+    assert v.second["verdict"] == cl.NOT_RUN
+
+
 def test_the_second_base_is_never_pooled_with_a_stale_or_other_base(tmp_path) -> None:
     """A second-base study whose runs stand on two bases (its dvc.lock says so) refuses the
     comparison, like the first base: inconclusive, "different bases"."""
