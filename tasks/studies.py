@@ -60,6 +60,7 @@ _RECORDED = ("eval", "plots", "base_model_info.json")
 # The workspace pipeline's stage times (flows/pipeline.py `write_times`; the plan's extension
 # writes `.plan.json` beside it), recorded as `times.json` and `times.plan.json`.
 TIMES_FILE = Path("reports") / "times" / "study.json"
+_TIMES = ((TIMES_FILE, "times.json"), (TIMES_FILE.with_suffix(".plan.json"), "times.plan.json"))
 
 
 def workspace(name: str, root: Path = ROOT) -> Path:
@@ -158,8 +159,7 @@ def prepare(name: str, root: Path = ROOT, log: Callable[[str], object] = print) 
     # a preset that keeps the default base (intrinsic_long) does not build and score it again.
     rec = record_dir(name, root)
     kept = {} if (rec / "dvc.lock").exists() else base_chain(ws)
-    for f in ("dvc.lock", *(f"data/{p}" for p in _RECORDED), TIMES_FILE,
-              TIMES_FILE.with_suffix(".plan.json")):
+    for f in ("dvc.lock", *(f"data/{p}" for p in _RECORDED), *(src for src, _ in _TIMES)):
         remove(ws / f)  # the times too: a record never carries an earlier invocation's
     for rel, content in kept.items():
         (ws / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -239,7 +239,7 @@ def record(study: dict, finished: bool, root: Path = ROOT) -> Path:
                 if f.name in ("metrics.json", "headline.json", "items.json", "train.json", "heldout.json",
                               "test.json"):
                     _copy(f, staging / f.relative_to(ws))
-    for src, dst in ((TIMES_FILE, "times.json"), (TIMES_FILE.with_suffix(".plan.json"), "times.plan.json")):
+    for src, dst in _TIMES:
         _copy(ws / src, staging / dst)
     extra = (read_raw(ws / "params.yaml") or {}).get("extra_runs") if (ws / "params.yaml").exists() else None
     write_json(staging / "study.json", {**study, **({"extra_runs": extra} if extra else {}),
