@@ -34,9 +34,10 @@ inside ±margin, *not reproduced* if wholly outside.
 **How many seeds: the power rule, planned from the pilot.** Every arm first runs the `PILOT` = 3
 pilot seeds (0, 1, 2). From the pilot alone (seeds 0-2 and no other, so no seed run later can move
 the plan), `evals.stats.seeds_needed` plans the seeds per arm
-(and test items) that decide the comparison with 80% power at 95% (a normal approximation from
-the pilot's between-seed and per-item spread, its difference taken as true), at least 3 (5 for a
-per-run measure) and at most the claim's `max_seeds`. The verdict is then computed ONCE on the
+(and test items) that decide the comparison with 80% power at 95% (from the pilot's between-seed
+and per-item spread, its difference taken as true: a normal approximation for the per-item
+bootstrap, the t quantiles of the Welch interval at n seeds for a per-run measure), at least 3
+(5 for a per-run measure) and at most the claim's `max_seeds`. The verdict is then computed ONCE on the
 first planned seeds of each arm (0 .. n-1): seeds run beyond the plan are left out, so looking at
 more data cannot change the error rate. A comparison still undecided there is *inconclusive* and
 says what a decision would need (seeds, items) and what it costs (the committed stage wall times:
@@ -123,8 +124,8 @@ RULE = ("Per item (a test metric scored item by item): paired bootstrap (10,000 
         "above 0 and the difference reaches the expected effect, not reproduced when the upper "
         "bound is below it (`less` mirrored); `within` is reproduced when the interval lies "
         "inside ±margin, not reproduced when it lies wholly outside. Seeds per arm: 3 pilot seeds, "
-        "then the number the power rule plans from the pilot alone (80% power at 95%, normal "
-        "approximation, capped per claim); the verdict is computed once on the planned seeds. A "
+        "then the number the power rule plans from the pilot alone (80% power at 95%: a normal "
+        "approximation per item, the t-interval's own quantiles per run; capped per claim); the verdict is computed once on the planned seeds. A "
         "failed precondition makes a claim not tested; runs from different or stale bases are "
         "never pooled.")
 
@@ -647,7 +648,9 @@ def _plan(rule, pilot: Sequence[np.ndarray], per_run: bool, minimum: int, cap: i
     seed_var = sum(float(x.mean(axis=1).var(ddof=1)) for x in (t, c) if x.shape[0] > 1)
     item_var = 0.0 if per_run or t.shape[1] < 2 else float((t.mean(axis=0) - c.mean(axis=0)).var(ddof=1))
     g = gap(rule, diff)
-    n, m = seeds_needed(g, seed_var, item_var, items, cap=cap, minimum=minimum)
+    arm_vars = [float(x.mean(axis=1).var(ddof=1)) for x in (t, c) if x.shape[0] > 1]
+    n, m = seeds_needed(g, seed_var, item_var, items, cap=cap, minimum=minimum,
+                        arm_vars=arm_vars if per_run else None)
     plan = {"pilot_difference": round(snap(diff), 4), "gap": round(snap(g), 4),
             "seed_var": round(snap(seed_var), 6), "item_var": round(snap(item_var), 6)}
     if n is None:

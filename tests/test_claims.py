@@ -279,6 +279,31 @@ def test_curve_measures_are_per_run_numbers_over_seeds(tmp_path) -> None:
     assert v_change.comparisons[0].difference == pytest.approx(0.6) and v_change.verdict == cl.REPRODUCED
 
 
+def test_a_per_run_plan_sizes_the_t_interval_it_is_decided_by(tmp_path) -> None:
+    """A per-run measure is decided by a t-interval, so its plan uses t quantiles: this pilot
+    (change −0.55, sd 0.387 over 3 seeds) gets 5 seeds from a normal approximation, at which the
+    t-interval cannot decide it; the rule plans 7, and there it is decided."""
+    def curve(data: Path, arm: str, seed: int, change: float) -> None:
+        write(data / "plots" / arm / f"seed{seed}" / "train.json",
+              [{"step": s, "m": 0.5 + (change if s > 6 else 0.0)} for s in range(1, 9)])
+
+    changes = [-0.55 - 0.387, -0.55, -0.55 + 0.387, -0.6, -0.5, -0.55, -0.6]
+    change = cl.Claim("e", "004", "Fig. 6a", "s", (("t", "c"),), "m", "greater", measure="train_change")
+    for seed, value in enumerate(changes[:5]):
+        curve(tmp_path, "t", seed, value)
+        curve(tmp_path, "c", seed, 0.0)
+    [v], _ = judge(tmp_path, change)
+    x = v.comparisons[0]
+    assert x.plan["seeds"] == 7 and v.verdict == cl.INCONCLUSIVE and x.difference is None
+    assert v.reason == "7 seeds per arm needed (the power rule, from the pilot)"
+    for seed, value in enumerate(changes[5:], start=5):
+        curve(tmp_path, "t", seed, value)
+        curve(tmp_path, "c", seed, 0.0)
+    [v], _ = judge(tmp_path, change)
+    x = v.comparisons[0]
+    assert v.verdict == cl.NOT_REPRODUCED and x.high < 0 and x.test == "Welch t-interval"
+
+
 def test_rise_then_fall_reads_the_test_curve_and_needs_both_halves(tmp_path) -> None:
     """`test_rise_fall` is min(peak − first, peak − last) of test.json (never the held-out curve
     the alarms read): a run that rose then collapsed scores its smaller half; one that only fell
