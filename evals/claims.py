@@ -125,9 +125,9 @@ RULE = ("Per item (a test metric scored item by item): paired bootstrap (10,000 
         "bound is below it (`less` mirrored); `within` is reproduced when the interval lies "
         "inside ±margin, not reproduced when it lies wholly outside. Seeds per arm: 3 pilot seeds, "
         "then the number the power rule plans from the pilot alone (80% power at 95%: a normal "
-        "approximation per item, the t-interval's own quantiles per run; capped per claim); the verdict is computed once on the planned seeds. A "
-        "failed precondition makes a claim not tested; runs from different or stale bases are "
-        "never pooled.")
+        "approximation per item, the t-interval's own quantiles per run; capped per claim); the "
+        "verdict is computed once on the planned seeds. A failed precondition makes a claim not "
+        "tested; runs from different or stale bases are never pooled.")
 
 
 class Pair(NamedTuple):
