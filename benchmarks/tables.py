@@ -128,31 +128,44 @@ def gpu_runs_block(folder: Path | None = None) -> str:
     return "\n\n".join(out)
 
 
+def study_calls(record: Path) -> list[dict]:
+    """A recorded study's calls' times, each a pipeline call's `write_times` file, in order: its
+    `times.calls.json` (tasks/studies.py), else its last call's `times.json` and
+    `times.plan.json` (the seeds its plan added)."""
+    calls = record / "times.calls.json"
+    if calls.exists():
+        return [t for call in json.loads(calls.read_text()) for t in (call.get("times"), call.get("plan")) if t]
+    plan = record / "times.plan.json"
+    return [json.loads((record / "times.json").read_text())] + (
+        [json.loads(plan.read_text())] if plan.exists() else [])
+
+
 def study_times_table(folder: Path | None = None) -> str:
-    """What each recorded study cost here: its `times.json` (tasks/studies.py, written by the
-    study's pipeline; `times.plan.json` for the seeds its plan added), stage actions counted."""
+    """What each recorded study cost here, every call of it added up (`study_calls`): the stages
+    that ran (not those up to date), the base build, the trainings and the wall time."""
     folder = folder or ROOT / "studies"
     rows = []
     for times in sorted(folder.glob("*/times.json")):
         study = json.loads((times.parent / "study.json").read_text())
-        calls = [json.loads(times.read_text())]
-        plan = times.with_name("times.plan.json")
-        calls += [json.loads(plan.read_text())] if plan.exists() else []
-        stages = {k: v for t in calls for k, v in t["stages"].items()}
-        ran = {k: v for k, v in stages.items() if v["action"] not in ("skip", "not run")}
-        trainings = [v["seconds"] or 0 for k, v in ran.items() if k.startswith("train@")]
-        base = ran.get("build_base", {}).get("seconds")
-        rows.append(f"| `{times.parent.name}` | `{study['commit'][:7]}` | "
-                    f"{len(ran)} of {len(stages)} | {'' if base is None else f'{base / 60:.0f} min'} | "
+        calls = study_calls(times.parent)
+        stages = {k for t in calls for k in t["stages"]}
+        ran = [(k, v) for t in calls for k, v in t["stages"].items() if v["action"] not in ("skip", "not run")]
+        trainings = [v["seconds"] or 0 for k, v in ran if k.startswith("train@")]
+        base = sum(v["seconds"] or 0 for k, v in ran if k == "build_base") if any(
+            k == "build_base" for k, _ in ran) else None
+        rows.append(f"| `{times.parent.name}` | `{study['commit'][:7]}` | {len(calls)} | "
+                    f"{len({k for k, _ in ran})} of {len(stages)} | {'' if base is None else f'{base / 60:.0f} min'} | "
                     f"{len(trainings)}, {(sum(trainings) / len(trainings) / 60) if trainings else 0:.1f} min each | "
                     f"{sum(t['wall_seconds'] for t in calls) / 60:.0f} min | {calls[0]['machine']['cores']} |")
     if not rows:
         return "_No study has recorded its times yet (a study records them from this version on)._"
-    return ("| study | commit | stages run | base build | trainings run (mean) | wall | cores |\n"
-            "|---|---|---:|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n\nFrom `studies/<study>/times.json` "
-            "(and `times.plan.json` for the seeds a plan added): the study's last call, stages up to "
-            "date not counted as run. Wall times are this machine's as it was: a study that ran "
-            "beside other work (a CI rehearsal) took longer than it would alone.")
+    return ("| study | last commit | calls | stages run | base build | trainings run (mean) | wall | cores |\n"
+            "|---|---|---:|---:|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n\nFrom "
+            "`studies/<study>/times.calls.json` (each pipeline call of the study, the plan's extension a "
+            "call of its own; a record made before that file: `times.json` and `times.plan.json`), added "
+            "up over the calls; stages run: those that ran in any call (not those up to date). Wall "
+            "times are this machine's as it was: a study that ran beside "
+            "other work (a CI rehearsal) took longer than it would alone.")
 
 
 BLOCKS = {"sampling": sampling_table, "sampling_profile": sampling_profile_table,

@@ -16,7 +16,10 @@ results of record are copied into `studies/<preset>/` (in git):
   pipeline finished (a partial run is recorded too: nothing already done is lost);
 - `times.json` (and `times.plan.json` for the seeds the plan added): each stage's wall time and
   what it did in this call (`run`, `skip`, ...), the call's wall time and the machine; a resumed
-  study's times are those of the call that resumed it.
+  study's times are those of the call that resumed it;
+- `times.calls.json`: every call's times in order (`{"commit", "times", "plan"}` each), so a
+  study run over several calls (a base built in one, seeds added in the next) keeps what each
+  cost: docs/speed.md adds them up.
 
 The workspace keeps its models and data (ignored by git), so the next call resumes: the worktree
 moves to HEAD, the record is laid back into it, and DVC re-runs only what changed. A study's first
@@ -61,6 +64,7 @@ _RECORDED = ("eval", "plots", "base_model_info.json")
 # writes `.plan.json` beside it), recorded as `times.json` and `times.plan.json`.
 TIMES_FILE = Path("reports") / "times" / "study.json"
 _TIMES = ((TIMES_FILE, "times.json"), (TIMES_FILE.with_suffix(".plan.json"), "times.plan.json"))
+CALLS_FILE = "times.calls.json"  # every call's times, in order, in the record
 
 
 def workspace(name: str, root: Path = ROOT) -> Path:
@@ -241,12 +245,28 @@ def record(study: dict, finished: bool, root: Path = ROOT) -> Path:
                     _copy(f, staging / f.relative_to(ws))
     for src, dst in _TIMES:
         _copy(ws / src, staging / dst)
+    calls = _earlier_calls(rec) + [{"commit": study.get("commit"), **{
+        key: read_json(ws / src) if (ws / src).exists() else None
+        for key, (src, _) in zip(("times", "plan"), _TIMES)}}]
+    write_json(staging / CALLS_FILE, calls)
     extra = (read_raw(ws / "params.yaml") or {}).get("extra_runs") if (ws / "params.yaml").exists() else None
     write_json(staging / "study.json", {**study, **({"extra_runs": extra} if extra else {}),
                                         "finished": finished})
     remove(rec)
     staging.rename(rec)
     return rec
+
+
+def _earlier_calls(rec: Path) -> list[dict]:
+    """The calls a record already holds: its `times.calls.json`, or for a record made before that
+    file existed, its one call's `times.json` (and plan) with the commit of its study.json."""
+    if (rec / CALLS_FILE).exists():
+        return list(read_json(rec / CALLS_FILE))
+    if not (rec / "times.json").exists():
+        return []
+    commit = read_json(rec / "study.json").get("commit") if (rec / "study.json").exists() else None
+    return [{"commit": commit, **{key: read_json(rec / dst) if (rec / dst).exists() else None
+                                  for key, (_, dst) in zip(("times", "plan"), _TIMES)}}]
 
 
 def recorded(root: Path = ROOT) -> dict[str, dict]:

@@ -95,5 +95,15 @@ def test_the_study_times_table_counts_what_each_study_ran_and_adds_its_plans_cal
     (rec / "times.plan.json").write_text(json.dumps({"wall_seconds": 600, "machine": {"cores": 2},
                                                      "stages": {"train@a-1": {**stage, "seconds": 420.0}}}))
     table = tables.study_times_table(tmp_path)
-    assert "| `kd.seed1` | `abcdef0` | 4 of 5 | 25 min | 2, 6.0 min each | 60 min | 2 |" in table
+    assert "| `kd.seed1` | `abcdef0` | 2 | 4 of 5 | 25 min | 2, 6.0 min each | 60 min | 2 |" in table
     assert tables.study_times_table(tmp_path / "none").startswith("_No study has recorded")
+
+    # A study resumed in a second call (its base built in the first): both calls are counted.
+    second = {"wall_seconds": 1200, "machine": {"cores": 2}, "stages": {
+        "build_base": {**stage, "seconds": 1.0, "action": "skip"}, "train@a-2": {**stage, "seconds": 900.0}}}
+    (rec / "times.calls.json").write_text(json.dumps([
+        {"commit": "0000000", "times": json.loads((rec / "times.json").read_text()),
+         "plan": json.loads((rec / "times.plan.json").read_text())},
+        {"commit": "abcdef0123", "times": second, "plan": None}]))
+    table = tables.study_times_table(tmp_path)
+    assert "| `kd.seed1` | `abcdef0` | 3 | 5 of 6 | 25 min | 3, 9.0 min each | 80 min | 2 |" in table

@@ -97,9 +97,11 @@ def test_the_record_keeps_the_arms_and_a_resumed_study_gets_it_back(repo) -> Non
                      "data/eval/rlme/seed0/items.json", "data/eval/rlme/seed0/metrics.json",
                      "data/eval/rlme/seed1/items.json", "data/eval/rlme/seed1/metrics.json",
                      "data/plots/rlme/seed0/heldout.json", "data/plots/rlme/seed1/heldout.json",
-                     "dvc.lock", "study.json", "times.json"]
+                     "dvc.lock", "study.json", "times.calls.json", "times.json"]
     assert json.loads((rec / "study.json").read_text()) == {**info, "finished": False}
     assert json.loads((rec / "times.json").read_text())["wall_seconds"] == 12.5
+    assert json.loads((rec / studies.CALLS_FILE).read_text()) == [
+        {"commit": info["commit"], "times": {"wall_seconds": 12.5, "stages": {}}, "plan": None}]
     assert studies.recorded(repo) == {"hint_copier": {**info, "finished": False}}
     # The record is what git keeps.
     assert "studies/hint_copier/dvc.lock" in git(repo, "status", "--porcelain", "-uall")
@@ -125,6 +127,12 @@ def test_the_record_keeps_the_arms_and_a_resumed_study_gets_it_back(repo) -> Non
         "arith_cf/cheat_rate": 0.1}
     assert not (ws / "data" / "eval" / "rlvr").exists()  # neither the default study's results
     assert not (ws / studies.TIMES_FILE).exists()  # nor the last call's times: this call writes its own
+    # This call's record keeps the first call's times beside its own (the study's cost is both).
+    write(ws / studies.TIMES_FILE, {"wall_seconds": 7.0, "stages": {}})
+    rec = studies.record(again, finished=True, root=repo)
+    assert json.loads((rec / "times.json").read_text())["wall_seconds"] == 7.0
+    assert [(c["commit"], c["times"]["wall_seconds"]) for c in
+            json.loads((rec / studies.CALLS_FILE).read_text())] == [(info["commit"], 12.5), (again["commit"], 7.0)]
 
     # A workspace deleted by hand is made again (git's stale registration pruned).
     shutil.rmtree(ws)
