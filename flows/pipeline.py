@@ -130,9 +130,30 @@ def deepest_first(ready: list[str], depth: dict[str, int],
     >>> deepest_first(["train@a-0", "train@b-0", "train@c-0"], {"train@a-0": 1, "train@b-0": 1,
     ...               "train@c-0": 1}, {"train@a-0": 300.0, "train@b-0": 900.0})
     ['train@c-0', 'train@b-0', 'train@a-0']
+
+    A seed never recorded costs what the same method's recorded seeds cost (`make run` records
+    seed 0 only), so one method's seeds stay together and an interrupted study leaves whole arms
+    (all their pilot seeds), not every arm's seeds 1-2 without its seed 0:
+
+    >>> deepest_first(["train@a-0", "train@b-1", "train@a-1", "train@b-2"],
+    ...               dict.fromkeys(["train@a-0", "train@b-1", "train@a-1", "train@b-2"], 1),
+    ...               {"train@a-0": 300.0, "train@b-0": 900.0})
+    ['train@b-1', 'train@b-2', 'train@a-0', 'train@a-1']
     """
     expected = expected or {}
-    return sorted(ready, key=lambda s: (-depth[s], -expected.get(s, float("inf"))))
+    per_method: dict[tuple[str, str], float] = {}
+    for stage, seconds in expected.items():
+        if m := _MATRIX.match(stage):
+            key = (m["kind"].removesuffix(EXTRA), m["method"])
+            per_method[key] = max(per_method.get(key, 0.0), seconds)
+
+    def cost(stage: str) -> float:
+        if stage in expected:
+            return expected[stage]
+        m = _MATRIX.match(stage)
+        return per_method.get((m["kind"].removesuffix(EXTRA), m["method"]), float("inf")) if m else float("inf")
+
+    return sorted(ready, key=lambda s: (-depth[s], -cost(s)))
 
 
 def recorded_seconds(folder: Path = ROOT / "reports" / "times") -> dict[str, float]:

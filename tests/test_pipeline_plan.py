@@ -257,3 +257,8 @@ def test_the_longest_recorded_training_starts_first(tmp_path) -> None:
     ready = ["train@rlvr-0", "train@rationale-0", "evaluate@dro-0"]
     depth = {"train@rlvr-0": 1, "train@rationale-0": 1, "evaluate@dro-0": 2}
     assert deepest_first(ready, depth, seconds) == ["evaluate@dro-0", "train@rationale-0", "train@rlvr-0"]
+    # A study after `make run` (seed 0 recorded): the other seeds cost what their method's seed 0
+    # did, so each arm's pilot seeds run together and a study stopped half way has whole arms.
+    ready = [f"train@{m}-{s}" for m in ("rlvr", "rationale") for s in range(3)]
+    assert deepest_first(ready, dict.fromkeys(ready, 1), seconds) == [
+        "train@rationale-0", "train@rationale-1", "train@rationale-2", "train@rlvr-0", "train@rlvr-1", "train@rlvr-2"]
