@@ -116,7 +116,7 @@ def depths(graph: dict[str, set[str]], order: list[str]) -> dict[str, int]:
 
 
 def deepest_first(ready: list[str], depth: dict[str, int],
-                  expected: dict[str, float] | None = None) -> list[str]:
+                  expected: dict[str, float] | None = None, started: set[str] | None = None) -> list[str]:
     """The ready stages, the deepest first: a finished training is evaluated before the next one
     starts, so results arrive as soon as they can and an interrupted run leaves whole runs, not
     trained models waiting for their evaluation. Among stages of one depth, the longest expected
@@ -139,6 +139,13 @@ def deepest_first(ready: list[str], depth: dict[str, int],
     ...               dict.fromkeys(["train@a-0", "train@b-1", "train@a-1", "train@b-2"], 1),
     ...               {"train@a-0": 300.0, "train@b-0": 900.0})
     ['train@b-1', 'train@b-2', 'train@a-0', 'train@a-1']
+
+    And a method already begun (`started`: a stage of it done or running in this call, or an
+    evaluation of it on disk, as a resumed study's record leaves) comes before one not begun, so
+    its arm is finished first:
+
+    >>> deepest_first(["train@b-0", "train@a-2"], {"train@b-0": 1, "train@a-2": 1}, started={"a"})
+    ['train@a-2', 'train@b-0']
     """
     expected = expected or {}
     per_method: dict[tuple[str, str], float] = {}
@@ -153,7 +160,11 @@ def deepest_first(ready: list[str], depth: dict[str, int],
         m = _MATRIX.match(stage)
         return per_method.get((m["kind"].removesuffix(EXTRA), m["method"]), float("inf")) if m else float("inf")
 
-    return sorted(ready, key=lambda s: (-depth[s], -cost(s)))
+    def begun(stage: str) -> bool:
+        m = _MATRIX.match(stage)
+        return m is not None and m["method"] in (started or set())
+
+    return sorted(ready, key=lambda s: (-depth[s], not begun(s), -cost(s)))
 
 
 def recorded_seconds(folder: Path = ROOT / "reports" / "times") -> dict[str, float]:
@@ -448,6 +459,8 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
     pending = list(order)
     depth = depths(graph, order)
     expected = recorded_seconds()
+    # Arms with an evaluation on disk (a resumed study's record laid back): finish them first.
+    evaluated = {f.parent.parent.name for f in (ROOT / "data" / "eval").glob("*/seed*/metrics.json")}
     board, shown, bar = Board(), time.monotonic(), _progress_artifact(len(order))
     began, timed = time.monotonic(), {}  # stage -> (start, end), seconds since `began`
     while pending or running:
@@ -459,7 +472,8 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
                 blocked.append(s)
             elif upstream <= set(results):
                 ready.append(s)
-        ready = deepest_first(ready, depth, expected)
+        started = evaluated | {m["method"] for s in (*results, *running) if (m := _MATRIX.match(s))}
+        ready = deepest_first(ready, depth, expected, started)
         placed = place_stages(ready, limit - len(running), need, pool)
         for (s, gpus), (_, threads) in zip(placed, starts([s for s, _ in placed], len(running),
                                                            limit, os.cpu_count() or 1, fixed)):
