@@ -78,6 +78,10 @@ USER_ERROR_EXIT = 2
 # stopped before the retry starts is the pipeline's wait (`outlive_crashed_attempt`).
 FENCE_LEASE_S = 60.0
 FENCE_EVERY_S = 10.0
+# A command that has exited but left a process of its group holding its output open (a study's
+# inner pipeline killed while its temporary Prefect server runs) is ended after this long, so the
+# caller is not left reading a pipe that never closes.
+ORPHANS_GRACE_S = 30.0
 # A look at the flow run's state that has not answered after this long counts as unconfirmed (the
 # read goes on in the background; the lease decides meanwhile).
 FENCE_ANSWER_S = 5.0
@@ -143,10 +147,12 @@ def dvc_executable() -> str:
 
 def run_command(cmd: list[str] | str, cwd, log: Callable[[str], object], timeout_s: float | None = None,
                 env: dict[str, str] | None = None, fence: Fence | None = None,
-                fence_every_s: float | None = None) -> tuple[int, list[str], bool]:
+                fence_every_s: float | None = None,
+                orphans_grace_s: float = ORPHANS_GRACE_S) -> tuple[int, list[str], bool]:
     """Run `cmd` (a string runs in a shell), streaming output lines to `log`; kill its process
     group after `timeout_s` seconds, or as soon as `fence` (asked every `fence_every_s` seconds)
-    gives a reason: then `Fenced` is raised. Returns (exit code, last lines, timed out)."""
+    gives a reason: then `Fenced` is raised. Processes of its group still holding its output
+    `orphans_grace_s` after it exited are killed. Returns (exit code, last lines, timed out)."""
     every = FENCE_EVERY_S if fence_every_s is None else fence_every_s
     tail: deque[str] = deque(maxlen=_TAIL)
     fenced: list[str] = []
@@ -163,6 +169,8 @@ def run_command(cmd: list[str] | str, cwd, log: Callable[[str], object], timeout
             if fence else None
         if watcher:
             watcher.start()
+        reaper = threading.Thread(target=_reap_orphans, args=(proc, orphans_grace_s, done), daemon=True)
+        reaper.start()
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
@@ -181,6 +189,15 @@ def run_command(cmd: list[str] | str, cwd, log: Callable[[str], object], timeout
     if fenced:
         raise Fenced(f"stopped: {fenced[0]}")
     return rc, list(tail), timed_out
+
+
+def _reap_orphans(proc: subprocess.Popen, grace_s: float, done: threading.Event) -> None:
+    """Once `proc` has exited, give its output `grace_s` seconds to close (`done`); then kill what
+    is left of its process group, whose last member holds the pipe the caller reads."""
+    proc.wait()
+    if not done.wait(grace_s):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _watch_fence(fence: Fence, every_s: float, done: threading.Event, fenced: list[str],

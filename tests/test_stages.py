@@ -35,6 +35,29 @@ def test_timeout_kills_the_whole_process_group(tmp_path):
     assert time.time() - start < 10
 
 
+def test_a_process_left_behind_holding_the_output_does_not_hang_the_caller(tmp_path):
+    """A command that exits while a process it started still holds its output (a study's inner
+    pipeline killed while its temporary Prefect server ran) returns once the grace is over; the
+    process left behind is killed."""
+    pid_file = tmp_path / "orphan.pid"
+    code = ("import subprocess, sys; "
+            "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)']); "
+            f"open({str(pid_file)!r}, 'w').write(str(p.pid)); print('left one behind', flush=True)")
+    out: list = []
+    caller = threading.Thread(target=lambda: out.append(run_command(
+        [sys.executable, "-c", code], tmp_path, lambda _: None, orphans_grace_s=0.5)), daemon=True)
+    caller.start()
+    caller.join(120)  # without the reaper it reads the pipe for the orphan's 300 s
+    assert not caller.is_alive() and out[0] == (0, ["left one behind"], False)
+    orphan = int(pid_file.read_text())
+    for _ in range(100):  # killed by SIGKILL: gone once its parent (init) reaps it
+        if not Path(f"/proc/{orphan}").exists() or "Z" in Path(f"/proc/{orphan}/stat").read_text().split()[2]:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"process {orphan} left behind is still running")
+
+
 @pytest.fixture(scope="module")
 def graph():
     return st.stage_graph(ROOT)
