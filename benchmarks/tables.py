@@ -129,15 +129,11 @@ def gpu_runs_block(folder: Path | None = None) -> str:
 
 
 def study_calls(record: Path) -> list[dict]:
-    """A recorded study's calls' times, each a pipeline call's `write_times` file, in order: its
-    `times.calls.json` (tasks/studies.py), else its last call's `times.json` and
-    `times.plan.json` (the seeds its plan added)."""
-    calls = record / "times.calls.json"
-    if calls.exists():
-        return [t for call in json.loads(calls.read_text()) for t in (call.get("times"), call.get("plan")) if t]
-    plan = record / "times.plan.json"
-    return [json.loads((record / "times.json").read_text())] + (
-        [json.loads(plan.read_text())] if plan.exists() else [])
+    """A recorded study's calls' times, each a pipeline call's `write_times` file, in order (the
+    plan's extension a call of its own): `tasks.studies.recorded_calls`."""
+    from tasks.studies import recorded_calls
+
+    return [t for call in recorded_calls(record) for t in (call.get("times"), call.get("plan")) if t]
 
 
 def study_times_table(folder: Path | None = None) -> str:
@@ -151,8 +147,8 @@ def study_times_table(folder: Path | None = None) -> str:
         stages = {k for t in calls for k in t["stages"]}
         ran = [(k, v) for t in calls for k, v in t["stages"].items() if v["action"] not in ("skip", "not run")]
         trainings = [v["seconds"] or 0 for k, v in ran if k.startswith("train@")]
-        base = sum(v["seconds"] or 0 for k, v in ran if k == "build_base") if any(
-            k == "build_base" for k, _ in ran) else None
+        builds = [v["seconds"] or 0 for k, v in ran if k == "build_base"]
+        base = sum(builds) if builds else None
         rows.append(f"| `{times.parent.name}` | `{study['commit'][:7]}` | {len(calls)} | "
                     f"{len({k for k, _ in ran})} of {len(stages)} | {'' if base is None else f'{base / 60:.0f} min'} | "
                     f"{len(trainings)}, {(sum(trainings) / len(trainings) / 60) if trainings else 0:.1f} min each | "

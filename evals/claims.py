@@ -645,10 +645,10 @@ def _plan(rule, pilot: Sequence[np.ndarray], per_run: bool, minimum: int, cap: i
     t = pilot[0]
     c = pilot[1] if len(pilot) > 1 else np.zeros((1, t.shape[1]))
     diff = float(t.mean() - c.mean())
-    seed_var = sum(float(x.mean(axis=1).var(ddof=1)) for x in (t, c) if x.shape[0] > 1)
+    arm_vars = [float(x.mean(axis=1).var(ddof=1)) for x in (t, c) if x.shape[0] > 1]
+    seed_var = sum(arm_vars)
     item_var = 0.0 if per_run or t.shape[1] < 2 else float((t.mean(axis=0) - c.mean(axis=0)).var(ddof=1))
     g = gap(rule, diff)
-    arm_vars = [float(x.mean(axis=1).var(ddof=1)) for x in (t, c) if x.shape[0] > 1]
     n, m = seeds_needed(g, seed_var, item_var, items, cap=cap, minimum=minimum,
                         arm_vars=arm_vars if per_run else None)
     plan = {"pilot_difference": round(snap(diff), 4), "gap": round(snap(g), 4),

@@ -245,7 +245,7 @@ def record(study: dict, finished: bool, root: Path = ROOT) -> Path:
                     _copy(f, staging / f.relative_to(ws))
     for src, dst in _TIMES:
         _copy(ws / src, staging / dst)
-    calls = _earlier_calls(rec) + [{"commit": study.get("commit"), **{
+    calls = recorded_calls(rec) + [{"commit": study.get("commit"), **{
         key: read_json(ws / src) if (ws / src).exists() else None
         for key, (src, _) in zip(("times", "plan"), _TIMES)}}]
     write_json(staging / CALLS_FILE, calls)
@@ -257,7 +257,7 @@ def record(study: dict, finished: bool, root: Path = ROOT) -> Path:
     return rec
 
 
-def _earlier_calls(rec: Path) -> list[dict]:
+def recorded_calls(rec: Path) -> list[dict]:
     """The calls a record already holds: its `times.calls.json`, or for a record made before that
     file existed, its one call's `times.json` (and plan) with the commit of its study.json."""
     if (rec / CALLS_FILE).exists():
