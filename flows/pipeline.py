@@ -43,6 +43,8 @@ TIMES = ROOT / "reports" / "times"
 # arm (params `extra_runs`) is `<stage>_extra@<method>-<seed>`.
 _MATRIX = re.compile(r"^(?P<kind>[^@]+)@(?P<method>.+)-(?P<seed>-?\d+)$")
 EXTRA = "_extra"
+# What a stage that ran nothing reports (tasks.stages.reproduce_in_place).
+UP_TO_DATE = ("skip", "recorded")
 
 
 def stage_kind(stage: str) -> str:
@@ -319,11 +321,13 @@ def place_stages(ready: list[str], slots: int, need: dict[str, int],
 @task(name="dvc-stage", task_run_name="{stage}", retry_delay_seconds=5,
       retry_condition_fn=retryable)
 def run_stage(stage: str, force: bool = False, timeout_s: float | None = None,
-              threads: int | None = None, extra_env: dict[str, str] | None = None) -> dict:
+              threads: int | None = None, extra_env: dict[str, str] | None = None,
+              keep_recorded: bool = False) -> dict:
     """Bring one DVC stage up to date in this workspace."""
     logger = get_run_logger()
     action = st.reproduce_in_place(stage, ROOT, force=force, timeout_s=timeout_s, threads=threads,
-                                   log=logger.info, extra_env=extra_env)
+                                   log=logger.info, extra_env=extra_env,
+                                   keep_recorded=keep_recorded)
     return _finish(stage, action)
 
 
@@ -384,7 +388,7 @@ def _exception_text(message: str) -> str:
 
 
 def _finish(stage: str, action: str) -> dict:
-    record = st.stage_outputs(stage, ROOT) if action != "skip" else {}
+    record = st.stage_outputs(stage, ROOT) if action not in UP_TO_DATE else {}
     if record:
         rows = "\n".join(f"| {k} | {v} |" for k, v in record.items())
         create_markdown_artifact(markdown=f"### {stage}\n| key | value |\n|---|---|\n{rows}\n",
@@ -399,13 +403,16 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
              max_parallel: int | None = None, executor: str | None = None,
              retries: int | None = None, stage_timeout_s: int | None = None,
              threads_per_stage: int | None = None, times_file: str | None = None,
-             extend: bool = True) -> dict:
+             extend: bool = True, keep_recorded: bool = False) -> dict:
     """Bring the DAG (or the part for `methods`, `seeds`, `stages`) up to date; unset arguments
     come from params `pipeline`. `force` re-runs the selected train/evaluate stages (and any
     named in `stages`), not what they depend on. `times_file`: where to record each stage's wall
     time and what it did (a result of record, committed: docs/speed.md). The whole study
     (nothing selected) with `extend` runs the pilot first, then the seeds the claims plan from
-    it, then the report (`extend_by_plan`; their times in `<times_file>.plan.json`)."""
+    it, then the report (`extend_by_plan`; their times in `<times_file>.plan.json`).
+    `keep_recorded` (local executor; a study's resumed call): a run whose results of record are
+    current keeps them instead of training again for its checkpoint (`tasks.stages.recorded`).
+    The times file is rewritten as each stage ends, so a call stopped by hand keeps them."""
     logger = get_run_logger()
     params = load()
     cfg = params.pipeline
@@ -449,7 +456,7 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
             if held.get(s):  # the GPUs this stage was given, and only those
                 env = {**extra_env, "CUDA_VISIBLE_DEVICES": ",".join(map(str, held[s]))}
             return local.submit(s, force=s in forced, timeout_s=timeout, threads=threads,
-                                extra_env=env)
+                                extra_env=env, keep_recorded=keep_recorded)
 
     results: dict[str, dict] = {}
     failed: dict[str, str] = {}
@@ -498,11 +505,14 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
                 else:
                     failed[s] = _exception_text(state.message or state.name)
                     logger.error("%s failed: %s", s, failed[s])
+        if ended and times_file:  # as it goes: a call stopped by hand keeps what it did
+            write_times(Path(times_file), timed, results, failed, time.monotonic() - began, limit,
+                        finished=False)
         if ended or time.monotonic() - shown >= PROGRESS_EVERY_S:
             shown = time.monotonic()
             _show_progress(board, running, params.preset, len(results) + len(failed) + len(blocked),
                            len(order), logger, bar)
-    ran = [s for s, r in results.items() if r.get("action") != "skip"]
+    ran = [s for s, r in results.items() if r.get("action") not in UP_TO_DATE]
     if times_file:
         write_times(Path(times_file), timed, results, failed, time.monotonic() - began, limit)
     logger.info("pipeline: %d stages ran or restored, %d up to date, %d failed, %d not run",
@@ -522,7 +532,7 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
         results.update(pipeline(stages=[*added, "report"], max_parallel=max_parallel,
                                 executor=executor, retries=retries, stage_timeout_s=stage_timeout_s,
                                 threads_per_stage=threads_per_stage, times_file=plan_times,
-                                extend=False))
+                                extend=False, keep_recorded=keep_recorded))
     return results
 
 
@@ -563,9 +573,11 @@ def plan_text(name: str, planned: dict[str, int], extra: dict[str, dict], cost: 
 
 
 def write_times(path: Path, timed: dict[str, tuple[float, float | None]], results: dict[str, dict],
-                failed: dict[str, str], wall_s: float, max_parallel: int) -> None:
+                failed: dict[str, str], wall_s: float, max_parallel: int,
+                finished: bool = True) -> None:
     """Each stage's start and wall seconds (from the pipeline's start) and what it did (`run`,
-    `restore`, `skip`, `failed`), with the whole run's wall time and the machine: how long a
+    `restore`, `skip`, `recorded`, `failed`; `running` and no seconds while the call goes on),
+    with the whole run's wall time so far, whether it `finished`, and the machine: how long a
     `make run` or a study took here, committed like the other results (docs/speed.md)."""
     import platform
 
@@ -573,10 +585,12 @@ def write_times(path: Path, timed: dict[str, tuple[float, float | None]], result
 
     stages = {}
     for s, (start, end) in sorted(timed.items(), key=lambda kv: kv[1][0]):
-        action = "failed" if s in failed else results.get(s, {}).get("action", "not run")
+        action = "failed" if s in failed else results.get(s, {}).get(
+            "action", "running" if end is None else "not run")
         stages[s] = {"start_s": round(start, 1),
                      "seconds": None if end is None else round(end - start, 1), "action": action}
-    write_json(path, {"wall_seconds": round(wall_s, 1), "max_parallel": max_parallel,
+    write_json(path, {"wall_seconds": round(wall_s, 1), "finished": finished,
+                      "max_parallel": max_parallel,
                       "machine": {"cpu": platform.processor() or platform.machine(),
                                   "cores": os.cpu_count()},
                       "stages": stages})
@@ -720,6 +734,9 @@ def study(preset: str, seeds: list[int] | None = None, force: bool = False,
     args += ["--times-file", str(studies.workspace(preset, ROOT) / studies.TIMES_FILE)]
     args += ["--force"] if force else []
     args += [] if extend else ["--no-extend"]
+    # A study resumed on another disk (a fresh clone) keeps the runs of its record whose inputs
+    # are unchanged rather than training them again for their checkpoints.
+    args += ["--keep-recorded"]
     rc = run_study_pipeline(preset, args)
     rec = record_study(preset, info, rc == 0)
     if rc != 0:
@@ -762,6 +779,10 @@ def main() -> None:
                    "the default study's claim arms are `default`)")
     p.add_argument("--no-extend", action="store_true", help="run the pilot seeds only, not the "
                    "seeds the claims' power rule plans from them (params extra_runs)")
+    p.add_argument("--keep-recorded", action="store_true", help="a run whose results of record "
+                   "(dvc.lock and the files in git) are current keeps them when its checkpoints "
+                   "are not on this disk, instead of training again (local executor; every "
+                   "--study call does)")
     p.add_argument("--times-file", default=None, metavar="PATH", help="record each stage's wall "
                    "time in PATH (default: reports/times/quick.json for --quick, study.json for "
                    "the whole study, none for a partial run)")
@@ -785,7 +806,8 @@ def main() -> None:
     state = pipeline(methods=args.methods, seeds=args.seeds, stages=args.stages, force=args.force,
                      max_parallel=args.max_parallel, executor=args.executor,
                      threads_per_stage=args.threads, times_file=str(times) if times else None,
-                     extend=not args.no_extend, return_state=True)
+                     extend=not args.no_extend, keep_recorded=args.keep_recorded,
+                     return_state=True)
     if not state.is_completed():
         message = _exception_text(state.message or state.name)
         print(f"error: {message}", file=sys.stderr)

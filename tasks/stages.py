@@ -371,6 +371,55 @@ def plan(stage: str, root: Path = ROOT, pull: bool = False) -> str:
         return "restore" if cached.outs_cached() else "run"
 
 
+def recorded(stage: str, root: Path = ROOT) -> bool:
+    """Whether `stage` may keep its record instead of running: a study resumed on another disk
+    (a fresh clone) has its results of record (git) but not the models DVC cached where it last
+    ran, and retraining a run only to rebuild a checkpoint nothing will read costs its training
+    again. True when, against dvc.lock: the stage's definition is unchanged; every input present
+    is unchanged, and an input missing is another stage's output recorded with the same hash;
+    every output present is unchanged (at least one: its result of record), the others are only
+    missing; and every stage that reads a missing output is itself recorded (an evaluation whose
+    code changed makes its training run again). Opt-in (`reproduce_in_place(keep_recorded=)`):
+    `make run` and `dvc repro` still train.
+    """
+    from dvc.repo import Repo
+
+    with _DVC_LOCK, contextlib.chdir(root), Repo(str(root)) as repo, repo.lock:
+        stages = {s.addressing: s for s in repo.index.stages}
+        target = stages.get(_address(stage, root)) or stages.get(stage)
+        return target is not None and _recorded(target, stages, set())
+
+
+def _recorded(stage, stages: dict, seen: set[str]) -> bool:
+    if stage.addressing in seen:
+        return True
+    seen.add(stage.addressing)
+    if not stage.outs or any(not o.hash_info for o in stage.outs) or stage.changed_stage():
+        return False  # never recorded, or its command or definition changed
+    produced = {(str(o.fs_path), o.hash_info) for s in stages.values() for o in s.outs}
+    absent = False  # an input or output recorded but not on this disk: else up to date or changed
+    for dep in stage.deps:
+        if dep.status():
+            if getattr(dep, "exists", True) or (str(dep.fs_path), dep.hash_info) not in produced:
+                return False  # changed, or missing and no stage recorded it
+            absent = True
+    missing = []
+    for out in stage.outs:
+        if out.status():
+            if out.exists:
+                return False  # changed since it was recorded
+            missing.append(str(out.fs_path))
+    if len(missing) == len(stage.outs) or not (absent or missing):
+        return False  # nothing of record on this disk, or nothing absent
+    readers = [s for s in stages.values() if s is not stage and any(
+        _within(str(d.fs_path), m) or _within(m, str(d.fs_path)) for d in s.deps for m in missing)]
+    return all(_recorded(r, stages, seen) for r in readers)
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
 def remove(path: Path) -> None:
     """Delete a file, a link or a folder tree; nothing if absent."""
     if path.is_dir() and not path.is_symlink():
@@ -382,14 +431,21 @@ def remove(path: Path) -> None:
 def reproduce_in_place(stage: str, root: Path = ROOT, *, force: bool = False,
                        timeout_s: float | None = None, threads: int | None = None,
                        log: Callable[[str], object] = print,
-                       extra_env: dict[str, str] | None = None, fence: Fence | None = None) -> str:
+                       extra_env: dict[str, str] | None = None, fence: Fence | None = None,
+                       keep_recorded: bool = False) -> str:
     """Bring `stage` up to date in `root` as `dvc repro -s` would, holding DVC's lock only around
-    the bookkeeping. Returns `skip` (up to date), `restore` (from the run-cache) or `run`.
+    the bookkeeping. Returns `skip` (up to date), `restore` (from the run-cache) or `run`; with
+    `keep_recorded`, `recorded` for a stage whose record stands though its cached outputs are not
+    on this disk (`recorded`: nothing runs, dvc.lock keeps its entry).
     Under a `fence`, the command is killed and nothing recorded once the fence says so."""
     action = "run" if force else plan(stage, root)
     if action == "skip":
         log(f"{stage}: up to date")
         return action
+    if action == "run" and keep_recorded and not force and recorded(stage, root):
+        log(f"{stage}: recorded (its results of record are current; its cached outputs are not "
+            "on this disk)")
+        return "recorded"
     if action == "restore":
         dvc(["repro", "-s", stage], root, log, what=f"restoring {stage} from the run-cache")
         return action

@@ -22,7 +22,9 @@ results of record are copied into `studies/<preset>/` (in git):
   cost: docs/speed.md adds them up.
 
 The workspace keeps its models and data (ignored by git), so the next call resumes: the worktree
-moves to HEAD, the record is laid back into it, and DVC re-runs only what changed. A study's first
+moves to HEAD, the record is laid back into it, and DVC re-runs only what changed. On another
+disk (a fresh clone, no workspace), a run whose record stands keeps it rather than training again
+for its checkpoint (the pipeline's `--keep-recorded`, tasks/stages.py `recorded`). A study's first
 call starts from the default study's record of the stages before the arms (`base_chain`), so a
 preset that changes no input of the base (intrinsic_long: longer trainings) finds the committed
 base and its evaluation up to date instead of building its own; one that does changes them, and

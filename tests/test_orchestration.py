@@ -183,6 +183,30 @@ def test_prefect_pipeline_flow_runs_stages_in_order(clone):
     assert parent.data.metrics["stages_up_to_date"] == len(stages)
 
 
+def test_a_study_resumed_on_another_disk_keeps_its_recorded_runs(clone, tmp_path):
+    """The workspace on a fresh disk: its records (dvc.lock, the `cache: false` files) but no DVC
+    cache and no checkpoints. With `keep_recorded` (every `--study` call) the pipeline keeps each
+    run whose record stands instead of training it again; the rest of the DAG is rebuilt."""
+    d, env = clone
+    moved = tmp_path / "moved"
+    shutil.copytree(d, moved, ignore=shutil.ignore_patterns("cache", "mlflow", ".prefect", "final",
+                                                            "best", "checkpoint-*"))
+    (moved / "mlflow").mkdir()
+    lock = (moved / "dvc.lock").read_text()
+    times = moved / "times.json"
+    code = ("from flows.pipeline import pipeline; "
+            f"pipeline(extend=False, keep_recorded=True, times_file='{times}')")
+    sh([sys.executable, "-c", code], moved, dict(env, PREFECT_HOME=str(moved / ".prefect"),
+                                                 MLFLOW_TRACKING_URI=f"sqlite:///{moved / 'mlflow' / 'm.db'}"))
+    actions = {s: v["action"] for s, v in json.loads(times.read_text())["stages"].items()}
+    runs = {s: a for s, a in actions.items() if "@" in s}
+    assert runs and set(runs.values()) == {"recorded"}, actions
+    assert not list((moved / "data" / "checkpoints").glob("*/seed*/final"))  # nothing trained
+    assert json.loads(times.read_text())["finished"] is True
+    new_lock = yaml.safe_load((moved / "dvc.lock").read_text())["stages"]
+    assert {s: new_lock[s] for s in runs} == {s: yaml.safe_load(lock)["stages"][s] for s in runs}
+
+
 def test_prefect_failing_stage_fails_the_flow_and_stops_downstream(clone, tmp_path):
     d, env = clone
     broken = tmp_path / "broken"

@@ -215,3 +215,59 @@ def test_a_forced_stage_starts_afresh(toy):
     assert st.reproduce_in_place("a", toy, force=True, log=lambda _: None) == "run"
     assert not (toy / "run" / "checkpoint-150").exists()
     assert (toy / "a.txt").read_text() == ""  # the command saw no checkpoint
+
+
+@pytest.fixture
+def run_pair(tmp_path):
+    """A training (a cached checkpoint, a curve of record) and its evaluation (a result of
+    record), recorded, then moved to another disk: the git-tracked records are there, DVC's
+    cache and the checkpoint are not (a study resumed in a fresh clone)."""
+    _sh(f"git init -q && {DVC} init -q", tmp_path)
+    (tmp_path / "dvc.yaml").write_text(
+        "stages:\n"
+        "  train:\n    cmd: mkdir -p ck && cat cfg.txt > ck/w && wc -c < cfg.txt > curve.json\n"
+        "    deps: [cfg.txt]\n"
+        "    outs:\n      - ck\n      - curve.json:\n          cache: false\n"
+        "  evaluate:\n    cmd: cat ck/w eval.txt > metrics.json\n    deps: [ck, eval.txt]\n"
+        "    outs:\n      - metrics.json:\n          cache: false\n")
+    (tmp_path / "cfg.txt").write_text("lr 1e-3\n")
+    (tmp_path / "eval.txt").write_text("k 4\n")
+    for s in ("train", "evaluate"):
+        assert st.reproduce_in_place(s, tmp_path, log=lambda _: None) == "run"
+    _sh("rm -rf ck .dvc/cache", tmp_path)
+    return tmp_path
+
+
+def test_a_resumed_study_keeps_a_recorded_run_and_trains_what_changed(run_pair):
+    """`keep_recorded` (every `--study` call): a run whose records match dvc.lock keeps them
+    instead of training again for a checkpoint nothing reads; without it (`make run`, `dvc
+    repro`) DVC's rule stands and it trains."""
+    before = (run_pair / "metrics.json").read_text()
+    quiet = {"log": lambda _: None}
+    assert st.recorded("train", run_pair) and st.recorded("evaluate", run_pair)
+    assert [st.reproduce_in_place(s, run_pair, keep_recorded=True, **quiet)
+            for s in ("train", "evaluate")] == ["recorded", "recorded"]
+    assert not (run_pair / "ck").exists() and (run_pair / "metrics.json").read_text() == before
+    # The evaluation's own input changed: it must run, so the checkpoint it reads is trained.
+    (run_pair / "eval.txt").write_text("k 8\n")
+    assert not st.recorded("evaluate", run_pair) and not st.recorded("train", run_pair)
+    assert [st.reproduce_in_place(s, run_pair, keep_recorded=True, **quiet)
+            for s in ("train", "evaluate")] == ["run", "run"]
+    assert (run_pair / "metrics.json").read_text() == "lr 1e-3\nk 8\n"
+
+
+@pytest.mark.parametrize("change", ["input", "record", "definition", "all missing"])
+def test_a_run_whose_record_does_not_stand_trains(run_pair, change):
+    if change == "input":
+        (run_pair / "cfg.txt").write_text("lr 1e-2\n")
+    elif change == "record":  # a result of record edited by hand is not a record of this run
+        (run_pair / "curve.json").write_text("99\n")
+    elif change == "definition":
+        (run_pair / "dvc.yaml").write_text((run_pair / "dvc.yaml").read_text().replace(
+            "wc -c < cfg.txt", "wc -l < cfg.txt"))
+    else:  # nothing of record on this disk
+        (run_pair / "curve.json").unlink()
+    assert not st.recorded("train", run_pair)
+    assert st.reproduce_in_place("train", run_pair, keep_recorded=True, log=lambda _: None) == "run"
+    assert (run_pair / "ck" / "w").read_text() == (run_pair / "cfg.txt").read_text()
+    assert not st.recorded("train", run_pair)  # ran: up to date now, nothing to keep
