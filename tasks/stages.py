@@ -416,6 +416,19 @@ def _recorded(stage, stages: dict, seen: set[str]) -> bool:
     return all(_recorded(r, stages, seen) for r in readers)
 
 
+def output_hash(stage: str, path: str, root: Path = ROOT) -> str | None:
+    """The hash dvc.lock records for `stage`'s output `path` (as dvc.yaml names it), provided the
+    file or folder in `root` is that very output; else None (never recorded, changed, absent)."""
+    from dvc.repo import Repo
+
+    with _DVC_LOCK, contextlib.chdir(root), Repo(str(root)) as repo, repo.lock:
+        (st,) = repo.stage.collect(_address(stage, root))
+        for out in st.outs:
+            if out.def_path == path:
+                return None if not out.hash_info or out.status() else str(out.hash_info.value)
+    return None
+
+
 def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 

@@ -12,6 +12,9 @@ results of record are copied into `studies/<preset>/` (in git):
 - `dvc.lock`: what DVC ran there, every stage's inputs and outputs by hash;
 - `data/eval/{base,<arm>/seed<S>}/{metrics,items}.json`, `data/plots/<arm>/seed<S>/*.json` and
   `data/base_model_info.json`, the same files as the default study's under `data/`;
+- `data/base_model/`: the study's own base, where its preset or base seed changes the base (7 MB;
+  `own_base`), so a study resumed on another machine starts from the weights its runs were
+  trained from (another CPU builds another base: every run would be stale);
 - `study.json`: the preset, its arms and seeds, the commit the workspace ran, and whether the
   pipeline finished (a partial run is recorded too: nothing already done is lost);
 - `times.json` (and `times.plan.json` for the seeds the plan added): each stage's wall time and
@@ -67,6 +70,11 @@ _RECORDED = ("eval", "plots", "base_model_info.json")
 TIMES_FILE = Path("reports") / "times" / "study.json"
 _TIMES = ((TIMES_FILE, "times.json"), (TIMES_FILE.with_suffix(".plan.json"), "times.plan.json"))
 CALLS_FILE = "times.calls.json"  # every call's times, in order, in the record
+# A study's own base (a preset or base seed that changes the base's inputs) goes into its record
+# too, in git like the default base of record: another CPU builds another base (docs/speed.md),
+# so a study resumed on another machine must start from the very weights its runs were trained
+# from, or every one of them is stale.
+BASE = Path("data") / "base_model"
 
 
 def workspace(name: str, root: Path = ROOT) -> Path:
@@ -174,6 +182,9 @@ def prepare(name: str, root: Path = ROOT, log: Callable[[str], object] = print) 
     if rec.exists():
         for f in ("dvc.lock", *(f"data/{p}" for p in _RECORDED)):
             _copy(rec / f, ws / f)
+        if (rec / BASE).is_dir():  # the study's own base, shipped with its record
+            remove(ws / BASE)
+            _copy(rec / BASE, ws / BASE)
         extra = recorded_extra_runs(rec, methods, seeds)
     (ws / "params.yaml").write_text(yaml.safe_dump(study_params(root, preset or None, methods,
                                                                 base_seed, extra),
@@ -239,6 +250,9 @@ def record(study: dict, finished: bool, root: Path = ROOT) -> Path:
     staging.mkdir(parents=True)
     _copy(ws / "dvc.lock", staging / "dvc.lock")
     _copy(ws / "data" / "base_model_info.json", staging / "data" / "base_model_info.json")
+    base = own_base(ws, rec, root)
+    if base is not None:
+        _copy(base, staging / BASE)
     for kind, names in (("eval", ["base", *study["methods"]]), ("plots", study["methods"])):
         for arm in names:
             for f in sorted((ws / "data" / kind / arm).rglob("*.json")):
@@ -257,6 +271,34 @@ def record(study: dict, finished: bool, root: Path = ROOT) -> Path:
     remove(rec)
     staging.rename(rec)
     return rec
+
+
+def own_base(ws: Path, rec: Path, root: Path = ROOT) -> Path | None:
+    """Where the base the study's dvc.lock names is, when it is the study's own (not the
+    repository's base of record, already in git): the workspace's, when it is that very base; else
+    the last record's (a rebuild stopped half way leaves the lock naming the base it replaced)."""
+    from tasks.stages import output_hash
+
+    named = _base_hash(ws / "dvc.lock")
+    if named is None or named == _base_hash(root / "dvc.lock"):
+        return None
+    try:
+        here = output_hash("build_base", BASE.as_posix(), ws)
+    except Exception:  # noqa: BLE001 - no DVC project there: nothing of its own to ship
+        here = None
+    if here == named:
+        return ws / BASE
+    return rec / BASE if (rec / BASE).is_dir() else None
+
+
+def _base_hash(lock: Path) -> str | None:
+    """The hash a dvc.lock records for the base (`build_base`'s `data/base_model`), if any."""
+    try:
+        stage = (yaml.safe_load(lock.read_text(encoding="utf-8")) or {}).get("stages", {}).get("build_base")
+        outs = stage.get("outs") if isinstance(stage, dict) else None
+        return next((o.get("md5") for o in outs or [] if o.get("path") == BASE.as_posix()), None)
+    except (OSError, yaml.YAMLError, AttributeError):
+        return None
 
 
 def recorded_calls(rec: Path) -> list[dict]:

@@ -221,6 +221,40 @@ def test_a_study_keeps_the_seeds_its_plan_added_when_it_resumes(repo) -> None:
     assert sorted(load(ws / "params.yaml").extra_runs) == sorted(planned)
 
 
+def test_a_study_ships_its_own_base_and_a_fresh_workspace_starts_from_it(repo, monkeypatch) -> None:
+    """A base the study built (its dvc.lock names another base than the repository's) goes into
+    the record, and a workspace made anew (another machine) gets it back; the repository's own
+    base of record is not copied; a rebuild stopped half way keeps the base the lock still names."""
+    import tasks.stages
+
+    def lock(ws: Path, md5: str) -> None:
+        (ws / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": {"build_base": {
+            "cmd": "b", "outs": [{"path": "data/base_model", "md5": md5}]}}}))
+
+    info = studies.prepare("hint_copier", repo, log=lambda _: None)
+    ws = studies.workspace("hint_copier", repo)
+    write(ws / "data" / "base_model" / "config.json", {"weights": "its own"})
+    lock(ws, "own.dir")
+    here = {"hash": "own.dir"}  # what DVC says the workspace's base folder is
+    monkeypatch.setattr(tasks.stages, "output_hash", lambda stage, path, root: here["hash"])
+    rec = studies.record(info, finished=False, root=repo)
+    assert json.loads((rec / "data" / "base_model" / "config.json").read_text()) == {"weights": "its own"}
+
+    shutil.rmtree(ws)  # another machine: no workspace
+    studies.prepare("hint_copier", repo, log=lambda _: None)
+    assert json.loads((ws / "data" / "base_model" / "config.json").read_text()) == {"weights": "its own"}
+    # A rebuild killed half way: the folder is not the base the lock names; the record keeps it.
+    write(ws / "data" / "base_model" / "config.json", {"weights": "half built"})
+    here["hash"] = None
+    rec = studies.record(info, finished=False, root=repo)
+    assert json.loads((rec / "data" / "base_model" / "config.json").read_text()) == {"weights": "its own"}
+    # The repository's base of record (in git already) is not shipped again.
+    lock(repo, "own.dir")
+    assert studies.own_base(ws, rec, repo) is None
+    rec = studies.record(info, finished=False, root=repo)
+    assert not (rec / "data" / "base_model").exists()
+
+
 @pytest.mark.slow
 def test_a_preset_study_runs_through_the_pipeline_and_resumes(tmp_path) -> None:
     """`python -m flows.pipeline --study` in a clone: a micro preset with one arm builds its own
@@ -272,6 +306,17 @@ def test_a_preset_study_runs_through_the_pipeline_and_resumes(tmp_path) -> None:
     assert json.loads((rec / "times.json").read_text())["stages"]["train@rlvr-0"]["action"] == "skip"
     assert json.loads((rec / "study.json").read_text())["finished"] is True
     assert "study ci_study recorded in studies/ci_study (finished)" in out + again
+    # On another machine (no workspace, no DVC cache: only the record in git), the study starts
+    # from the base its record ships and keeps its recorded run instead of training it again.
+    assert (rec / "data" / "base_model" / "model.safetensors").exists()
+    shutil.rmtree(d / ".studies")
+    shutil.rmtree(d / ".dvc" / "cache", ignore_errors=True)
+    moved = run_study()
+    assert "build_base: up to date" in moved and "train@rlvr-0: recorded" in moved, moved[-3000:]
+    assert json.loads((rec / "times.json").read_text())["stages"]["train@rlvr-0"]["action"] == "recorded"
+    kept = yaml.safe_load((rec / "dvc.lock").read_text())["stages"]
+    assert {s: kept[s] for s in ("build_base", "train@rlvr-0", "evaluate@rlvr-0")} == {
+        s: lock[s] for s in ("build_base", "train@rlvr-0", "evaluate@rlvr-0")}
 
 
 @pytest.mark.slow
