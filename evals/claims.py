@@ -41,7 +41,11 @@ bootstrap, the t quantiles of the Welch interval at n seeds for a per-run measur
 first planned seeds of each arm (0 .. n-1): seeds run beyond the plan are left out, so looking at
 more data cannot change the error rate. A comparison still undecided there is *inconclusive* and
 says what a decision would need (seeds, items) and what it costs (the committed stage wall times:
-`eval_seconds` in metrics.json, `train_seconds` in run.json where it exists).
+`eval_seconds` in metrics.json, `train_seconds` in run.json where it exists). Preconditions
+first (`seed_plan`): while a claim's precondition is undecided, only the precondition's arms get
+their planned seeds; the comparisons' seeds follow once it holds, and never if it fails (the claim
+is then not tested, whatever the comparisons would show). Their numbers come from the pilot
+either way, so waiting changes no number, only what is run for nothing.
 
 **The verdict of a claim.** Each precondition is measured first (a comparison like the others, or
 a `probe` computed by code: `evals/preconditions.py`), and recorded beside the verdict. A
@@ -126,8 +130,9 @@ RULE = ("Per item (a test metric scored item by item): paired bootstrap (10,000 
         "inside ±margin, not reproduced when it lies wholly outside. Seeds per arm: 3 pilot seeds, "
         "then the number the power rule plans from the pilot alone (80% power at 95%: a normal "
         "approximation per item, the t-interval's own quantiles per run; capped per claim); the "
-        "verdict is computed once on the planned seeds. A failed precondition makes a claim not "
-        "tested; runs from different or stale bases are never pooled.")
+        "verdict is computed once on the planned seeds. Preconditions first: a claim's "
+        "comparisons get their planned seeds once its preconditions hold. A failed precondition "
+        "makes a claim not tested; runs from different or stale bases are never pooled.")
 
 
 class Pair(NamedTuple):
@@ -744,9 +749,10 @@ def combine(claim: Claim, comparisons: Sequence[Comparison], checked: Sequence[C
             p.what for p in pre_failed), tuple(checked))
     if pre_open:
         pre_needs = "; ".join(p.comparison.needs for p in pre_open if p.comparison and p.comparison.needs)
+        then = needs(open_)  # planned once the precondition holds (`seed_plan`)
         return Verdict(*args, INCONCLUSIVE, "precondition undecided: " + "; ".join(
             p.what for p in pre_open), tuple(checked),
-            "; ".join(x for x in (pre_needs, needs(open_)) if x))
+            "; ".join(x for x in (pre_needs, f"then, if it holds: {then}" if then else "") if x))
     if failed:
         return Verdict(*args, NOT_REPRODUCED, why(failed), tuple(checked))
     if open_:
@@ -864,14 +870,18 @@ def second_base(runs: Runs, first: Verdict, notes: list[str], resamples: int = R
 
 def seed_plan(found: Sequence[Verdict]) -> dict[str, int]:
     """Per arm, the seeds the claims' power rule plans for it (the most any comparison or
-    precondition needs, the pilot at least): what the pipeline runs next."""
+    precondition needs, the pilot at least): what the pipeline runs next. Preconditions first:
+    a claim's comparisons get more than the pilot only once every precondition holds (an
+    undecided one gets its own seeds first; a failed one leaves the claim not tested, so its
+    comparisons get nothing more)."""
     plan: dict[str, int] = {}
     for v in found:
         if v.claim.blocked:
             continue
-        comps = [*v.comparisons, *(p.comparison for p in v.preconditions if p.comparison)]
-        for x in comps:
-            n = int(x.plan.get("seeds", PILOT)) if x.plan else PILOT
+        held = all(p.status == HOLDS for p in v.preconditions)
+        for x in [*v.comparisons, *(p.comparison for p in v.preconditions if p.comparison)]:
+            deferred = not held and x in v.comparisons  # its pilot only, for now
+            n = int(x.plan.get("seeds", PILOT)) if x.plan and not deferred else PILOT
             for arm in (x.treatment, x.control):
                 if arm and not is_base(arm):
                     plan[arm] = max(plan.get(arm, 0), n)

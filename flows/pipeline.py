@@ -27,6 +27,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
@@ -527,13 +528,53 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
         raise kind("; ".join(failed.values())
                    + (f" ({len(blocked)} downstream stage(s) not run)" if blocked else ""))
     if by_plan:  # the plan is fixed now, from the pilot alone; then its seeds and the report
-        added = extend_by_plan(params, logger.info)
-        plan_times = str(Path(times_file).with_suffix(".plan.json")) if times_file else None
-        results.update(pipeline(stages=[*added, "report"], max_parallel=max_parallel,
-                                executor=executor, retries=retries, stage_timeout_s=stage_timeout_s,
-                                threads_per_stage=threads_per_stage, times_file=plan_times,
-                                extend=False, keep_recorded=keep_recorded))
+        plan_times = Path(times_file).with_suffix(".plan.json") if times_file else None
+        part = plan_times.with_suffix(".round.json") if plan_times else None
+
+        def run(chosen: list[str]) -> dict:
+            out = pipeline(stages=chosen, max_parallel=max_parallel, executor=executor,
+                           retries=retries, stage_timeout_s=stage_timeout_s,
+                           threads_per_stage=threads_per_stage,
+                           times_file=str(part) if part else None, extend=False,
+                           keep_recorded=keep_recorded)
+            if part and plan_times:
+                merge_times(plan_times, part)
+            return out
+
+        if plan_times:
+            st.remove(plan_times)
+        results.update(plan_rounds(lambda: extend_by_plan(params, logger.info), run))
+        results.update(run(["report"]))
     return results
+
+
+def plan_rounds(plan: Callable[[], list[str]], run: Callable[[list[str]], dict]) -> dict:
+    """Run the plan's stages, then ask the plan again, until it adds no stage. Preconditions
+    first (evals/claims.py, `seed_plan`): a claim's comparisons are planned once its
+    preconditions hold, which only the precondition's own planned seeds can show; the numbers
+    come from the pilot alone in every round, so asking again moves none of them."""
+    results: dict = {}
+    done: set[str] = set()
+    while added := [s for s in plan() if s not in done]:
+        results.update(run(added))
+        done.update(added)
+    return results
+
+
+def merge_times(total: Path, part: Path) -> None:
+    """Add a round's stage times (`part`, removed) to `total`: its stages after the ones already
+    there (start times shifted by the wall time so far), the wall times added up."""
+    from core.io import read_json, write_json
+
+    new = read_json(part)
+    if total.exists():
+        old = read_json(total)
+        shift = old["wall_seconds"]
+        stages = {**old["stages"], **{s: {**v, "start_s": round(v["start_s"] + shift, 1)}
+                                      for s, v in new["stages"].items()}}
+        new = {**new, "wall_seconds": round(shift + new["wall_seconds"], 1), "stages": stages}
+    write_json(total, new)
+    part.unlink()
 
 
 def is_extra(stage: str) -> bool:

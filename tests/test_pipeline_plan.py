@@ -101,6 +101,37 @@ def test_the_plan_is_capped_per_claim(tmp_path) -> None:
     assert plan_of(data, claim(max_seeds=4)) == {"t": 4, "c": 4}
 
 
+@pytest.mark.parametrize("setting", ["undecided", "holds", "fails"])
+def test_a_claims_comparisons_are_planned_once_its_precondition_holds(tmp_path, setting) -> None:
+    """Preconditions first: while the precondition (p beats q) is undecided only its arms get
+    more seeds; once it holds, the comparison (t beats c) gets the very plan it has without a
+    precondition (numbers from the pilot either way); when it fails, the claim is not tested and
+    its comparison runs nothing more."""
+    data = tmp_path / "data"
+    noisy_arms(data, range(3))  # t vs c: undecided on the pilot, more seeds planned
+    if setting == "undecided":
+        noisy_arms(data, range(3), arms=("p", "q"))
+    else:
+        rng = np.random.default_rng(1)
+        ease = rng.uniform(0.3, 0.6, 80)
+        for s in range(3):
+            write_run(data, "q", s, np.clip(ease + rng.normal(0, 0.02, 80), 0, 1))
+            write_run(data, "p", s, np.clip(ease + (0.3 if setting == "holds" else -0.3)
+                                            + rng.normal(0, 0.02, 80), 0, 1))
+    gated = claim(preconditions=(cl.Precondition("p beats q", "p", "q", KEY, min_effect=0.02),))
+    [v], _ = cl.verdicts(collect(data).runs, (gated,), resamples=1, second=None)
+    plan, alone = plan_of(data, gated), plan_of(data)
+    assert alone["t"] > cl.PILOT
+    if setting == "undecided":
+        assert v.verdict == cl.INCONCLUSIVE and "then, if it holds: " in v.needs
+        assert plan["p"] > cl.PILOT and plan["t"] == plan["c"] == cl.PILOT  # the pilot only
+    elif setting == "holds":
+        assert v.preconditions[0].status == cl.HOLDS
+        assert {a: plan[a] for a in ("t", "c")} == alone
+    else:
+        assert v.verdict == cl.NOT_TESTED and plan["t"] == plan["c"] == cl.PILOT
+
+
 def test_extra_runs_are_the_seeds_after_the_pilot_up_to_the_plan() -> None:
     assert cl.extra_runs({"rlme": 5, "rlvr": 3, "dro": 2}, [0, 1, 2]) == {
         "rlme-3": {"method": "rlme", "seed": 3}, "rlme-4": {"method": "rlme", "seed": 4}}
@@ -224,6 +255,34 @@ def test_the_pilot_runs_first_and_the_planned_seeds_after_it() -> None:
     assert pl.select(graph, stages=["train_extra@a-3", "evaluate_extra@a-3", "report"])[-1] == "report"
     assert pl.stage_kind("train_extra@a-3") == "train" and pl.is_extra("evaluate_extra@a-3")
     assert not pl.is_extra("train@a-0") and not pl.is_extra("report")
+
+
+def test_the_plan_is_asked_again_until_it_adds_nothing(tmp_path) -> None:
+    """A precondition's seeds first; once they ran and it holds, the comparison's seeds; then no
+    new stage, and each stage ran once. The rounds' stage times add up in one file."""
+    from flows import pipeline as pl
+
+    pre = ["train_extra@p-3", "evaluate_extra@p-3"]
+    comp = ["train_extra@t-3", "evaluate_extra@t-3"]
+    ran: list[list[str]] = []
+
+    def plan() -> list[str]:  # the precondition holds once its seed 3 has run
+        return pre + comp if ran else pre
+
+    def run(stages: list[str]) -> dict:
+        ran.append(stages)
+        return {s: {"action": "run"} for s in stages}
+
+    assert pl.plan_rounds(plan, run) == {s: {"action": "run"} for s in pre + comp}
+    assert ran == [pre, comp]
+    total, part = tmp_path / "study.plan.json", tmp_path / "study.plan.round.json"
+    for stage, wall in (("train_extra@p-3", 300.0), ("train_extra@t-3", 200.0)):
+        pl.write_times(part, {stage: (1.0, wall)}, {stage: {"action": "run"}}, {}, wall + 1, 2)
+        pl.merge_times(total, part)
+    merged = json.loads(total.read_text())
+    assert not part.exists() and merged["wall_seconds"] == 502.0
+    assert merged["stages"] == {"train_extra@p-3": {"start_s": 1.0, "seconds": 299.0, "action": "run"},
+                                "train_extra@t-3": {"start_s": 302.0, "seconds": 199.0, "action": "run"}}
 
 
 def test_dry_run_prints_a_study_plan_and_writes_nothing() -> None:
