@@ -387,16 +387,16 @@ def recorded(stage: str, root: Path = ROOT) -> bool:
     with _DVC_LOCK, contextlib.chdir(root), Repo(str(root)) as repo, repo.lock:
         stages = {s.addressing: s for s in repo.index.stages}
         target = stages.get(_address(stage, root)) or stages.get(stage)
-        return target is not None and _recorded(target, stages, set())
+        produced = {(str(o.fs_path), o.hash_info) for s in stages.values() for o in s.outs}
+        return target is not None and _recorded(target, stages, produced, set())
 
 
-def _recorded(stage, stages: dict, seen: set[str]) -> bool:
+def _recorded(stage, stages: dict, produced: set, seen: set[str]) -> bool:
     if stage.addressing in seen:
         return True
     seen.add(stage.addressing)
     if not stage.outs or any(not o.hash_info for o in stage.outs) or stage.changed_stage():
         return False  # never recorded, or its command or definition changed
-    produced = {(str(o.fs_path), o.hash_info) for s in stages.values() for o in s.outs}
     absent = False  # an input or output recorded but not on this disk: else up to date or changed
     for dep in stage.deps:
         if dep.status():
@@ -413,7 +413,7 @@ def _recorded(stage, stages: dict, seen: set[str]) -> bool:
         return False  # nothing of record on this disk, or nothing absent
     readers = [s for s in stages.values() if s is not stage and any(
         _within(str(d.fs_path), m) or _within(m, str(d.fs_path)) for d in s.deps for m in missing)]
-    return all(_recorded(r, stages, seen) for r in readers)
+    return all(_recorded(r, stages, produced, seen) for r in readers)
 
 
 def output_hash(stage: str, path: str, root: Path = ROOT) -> str | None:
