@@ -44,8 +44,10 @@ says what a decision would need (seeds, items) and what it costs (the committed 
 `eval_seconds` in metrics.json, `train_seconds` in run.json where it exists). Preconditions
 first (`seed_plan`): while a claim's precondition is undecided, only the precondition's arms get
 their planned seeds; the comparisons' seeds follow once it holds, and never if it fails (the claim
-is then not tested, whatever the comparisons would show). Their numbers come from the pilot
-either way, so waiting changes no number, only what is run for nothing.
+is then not tested, whatever the comparisons would show). An arm that only such waiting
+comparisons read is planned 0 seeds: a preset study does not even run its pilot until the
+precondition holds. Their numbers come from the pilot either way, so waiting changes no number,
+only what is run for nothing.
 
 **The verdict of a claim.** Each precondition is measured first (a comparison like the others, or
 a `probe` computed by code: `evals/preconditions.py`), and recorded beside the verdict. A
@@ -64,8 +66,10 @@ and recorded in studies/<study>.seed1/. `on_second_base` renames the claim's arm
 `verdict` decides it on those runs alone: reports/claims.json's `second_base` (verdict, difference,
 interval, whether it agrees), `not run` until they exist. The two bases are never pooled.
 
-The pipeline runs the plan (flows/pipeline.py): the pilot first, then `planned_seeds` for the
-study's arms, the seeds after the pilot as params `extra_runs` (`extra_runs`), then the report.
+The pipeline runs the plan (flows/pipeline.py): the pilot first (in a preset study, only of the
+arms planned before any run: the waiting ones follow when their claim's preconditions hold), then
+`planned_seeds` for the study's arms, the seeds after the pilot as params `extra_runs`
+(`extra_runs`), asked again until it adds nothing, then the report.
 
 To add a claim: append an entry to evals/claims.yaml (its arms must be arms of a study;
 tests/test_claims.py checks), and run its arms' pilot seeds through the study; the report then
@@ -871,17 +875,19 @@ def second_base(runs: Runs, first: Verdict, notes: list[str], resamples: int = R
 def seed_plan(found: Sequence[Verdict]) -> dict[str, int]:
     """Per arm, the seeds the claims' power rule plans for it (the most any comparison or
     precondition needs, the pilot at least): what the pipeline runs next. Preconditions first:
-    a claim's comparisons get more than the pilot only once every precondition holds (an
-    undecided one gets its own seeds first; a failed one leaves the claim not tested, so its
-    comparisons get nothing more)."""
+    a claim's comparisons get seeds only once every precondition holds (an undecided one gets
+    its own seeds first; a failed one leaves the claim not tested, so its comparisons get
+    nothing). An arm that only such waiting comparisons read is planned 0: it waits."""
     plan: dict[str, int] = {}
     for v in found:
         if v.claim.blocked:
             continue
         held = all(p.status == HOLDS for p in v.preconditions)
         for x in [*v.comparisons, *(p.comparison for p in v.preconditions if p.comparison)]:
-            deferred = not held and x in v.comparisons  # its pilot only, for now
-            n = int(x.plan.get("seeds", PILOT)) if x.plan and not deferred else PILOT
+            if not held and x in v.comparisons:  # waits for the preconditions
+                n = 0
+            else:
+                n = int(x.plan.get("seeds", PILOT)) if x.plan else PILOT
             for arm in (x.treatment, x.control):
                 if arm and not is_base(arm):
                     plan[arm] = max(plan.get(arm, 0), n)
@@ -902,10 +908,12 @@ def study_claims(study: str, claims: Sequence[Claim] = CLAIMS) -> list[Claim]:
 
 def planned_seeds(runs: Runs, study: str, claims: Sequence[Claim] = CLAIMS) -> dict[str, int]:
     """Per arm of `study` (its name in the study: `rlme`), the seeds the power rule plans from
-    the pilot seeds alone (each claim capped by its `max_seeds`; the pilot at least). `runs` are
-    named as the claims name them (`<study>/<arm>` outside the default study). The plan reads no
-    seed beyond the pilot, and no bootstrap: the resamples are not drawn for it."""
-    found, _ = verdicts(runs, study_claims(study, claims), resamples=1, second=None)
+    the pilot seeds alone (each claim capped by its `max_seeds`; 0 for an arm that waits for its
+    claim's preconditions, `seed_plan`). `runs` are named as the claims name them
+    (`<study>/<arm>` outside the default study). The numbers read no seed beyond the pilot; the
+    preconditions are decided as the report decides them (every resample: a per-item
+    precondition decided on one resample would hold or fail by chance)."""
+    found, _ = verdicts(runs, study_claims(study, claims), second=None)
     prefix = f"{study}/" if study else ""
     return {a.removeprefix(prefix): n for a, n in seed_plan(found).items()
             if study_of(a) == study}

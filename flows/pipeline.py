@@ -27,7 +27,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
@@ -59,14 +59,18 @@ def stage_kind(stage: str) -> str:
 
 
 def select(graph: dict[str, set[str]], methods: list[str] | None = None,
-           seeds: list[int] | None = None, stages: list[str] | None = None) -> list[str]:
+           seeds: list[int] | None = None, stages: list[str] | None = None,
+           leave_out: Collection[str] = ()) -> list[str]:
     """The stages to bring up to date, in a dependency order: `stages` (default: every stage)
-    restricted to `methods` and `seeds`, plus everything they depend on.
+    restricted to `methods` and `seeds`, plus everything they depend on; no stage of an arm in
+    `leave_out` (one waiting for its claim's preconditions) unless a chosen stage needs it.
 
     >>> g = {"prepare": set(), "train@a-0": {"prepare"}, "train@a-1": {"prepare"},
     ...      "train@b-0": {"prepare"}, "report": {"train@a-0", "train@a-1", "train@b-0"}}
     >>> select(g, methods=["a"], seeds=[0])
     ['prepare', 'train@a-0', 'report']
+    >>> select(g, leave_out=["b"])
+    ['prepare', 'train@a-0', 'train@a-1', 'report']
     """
     known = sorted({m["method"] for s in graph if (m := _MATRIX.match(s))})
     unknown = sorted(set(methods or []) - set(known))
@@ -81,7 +85,7 @@ def select(graph: dict[str, set[str]], methods: list[str] | None = None,
         m = _MATRIX.match(stage)
         if m is None:
             return True
-        return ((methods is None or m["method"] in methods)
+        return ((methods is None or m["method"] in methods) and m["method"] not in leave_out
                 and (seeds is None or int(m["seed"]) in seeds))
 
     roots = [s for s in (stages or graph) if wanted(s)]
@@ -404,7 +408,8 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
              max_parallel: int | None = None, executor: str | None = None,
              retries: int | None = None, stage_timeout_s: int | None = None,
              threads_per_stage: int | None = None, times_file: str | None = None,
-             extend: bool = True, keep_recorded: bool = False) -> dict:
+             extend: bool = True, keep_recorded: bool = False,
+             leave_out: list[str] | None = None) -> dict:
     """Bring the DAG (or the part for `methods`, `seeds`, `stages`) up to date; unset arguments
     come from params `pipeline`. `force` re-runs the selected train/evaluate stages (and any
     named in `stages`), not what they depend on. `times_file`: where to record each stage's wall
@@ -413,7 +418,9 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
     it, then the report (`extend_by_plan`; their times in `<times_file>.plan.json`).
     `keep_recorded` (local executor; a study's resumed call): a run whose results of record are
     current keeps them instead of training again for its checkpoint (`tasks.stages.recorded`).
-    The times file is rewritten as each stage ends, so a call stopped by hand keeps them."""
+    The times file is rewritten as each stage ends, so a call stopped by hand keeps them.
+    `leave_out`: arms none of whose stages run (in a preset study, by plan, those waiting for
+    their claim's preconditions: `waiting_arms`)."""
     logger = get_run_logger()
     params = load()
     cfg = params.pipeline
@@ -423,9 +430,11 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
     timeout = stage_timeout_s or cfg.stage_timeout_s
     graph = st.stage_graph(ROOT)
     by_plan = extend and methods is None and seeds is None and stages is None
-    # By plan: the pilot first (every stage but the planned seeds' and the report).
+    # By plan: the pilot first (every stage but the planned seeds', the report's and, in a
+    # preset study, the arms that wait for their claim's preconditions).
+    waiting = waiting_arms(params) if by_plan else set()
     roots = [s for s in graph if not is_extra(s) and s != "report"] if by_plan else stages
-    order = select(graph, methods, seeds, roots)
+    order = select(graph, methods, seeds, roots, {*waiting, *(leave_out or [])})
     need = {s: gpus_needed(s, params) for s in order}
     gpus = visible_gpus(cfg.gpus) if how == "local" else []
     pool = GpuPool(gpus, cfg.stages_per_gpu) if gpus else None
@@ -440,6 +449,10 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
                 f"{fixed} CPU thread(s) per stage" if fixed else
                 f"the {os.cpu_count()} CPU cores shared by the stages running",
                 f"; GPUs {gpus}, {cfg.stages_per_gpu} stage(s) per GPU" if pool else "")
+    if waiting:
+        logger.info("preconditions first: the pilot leaves out %s (only comparisons waiting for "
+                    "their claim's preconditions read them; the plan runs them once those hold)",
+                    ", ".join(sorted(waiting)))
     if how == "pool":
         rev = st.committed_revision(ROOT)
         up_to_date = [s for s in order if s not in forced and st.plan(s, ROOT) == "skip"]
@@ -531,19 +544,26 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
         plan_times = Path(times_file).with_suffix(".plan.json") if times_file else None
         part = plan_times.with_suffix(".round.json") if plan_times else None
 
+        still = set(waiting)  # the arms that wait, fewer as their preconditions hold
+
+        def plan() -> list[str]:
+            added = extend_by_plan(params, logger.info, waiting=still)
+            still.difference_update(arm_of(s) for s in added)
+            return added
+
         def run(chosen: list[str]) -> dict:
             out = pipeline(stages=chosen, max_parallel=max_parallel, executor=executor,
                            retries=retries, stage_timeout_s=stage_timeout_s,
                            threads_per_stage=threads_per_stage,
                            times_file=str(part) if part else None, extend=False,
-                           keep_recorded=keep_recorded)
+                           keep_recorded=keep_recorded, leave_out=sorted(still))
             if part and plan_times:
                 merge_times(plan_times, part)
             return out
 
         if plan_times:
             st.remove(plan_times)
-        results.update(plan_rounds(lambda: extend_by_plan(params, logger.info), run))
+        results.update(plan_rounds(plan, run))
         results.update(run(["report"]))
     return results
 
@@ -582,10 +602,12 @@ def is_extra(stage: str) -> bool:
     return (m := _MATRIX.match(stage)) is not None and m["kind"].endswith(EXTRA)
 
 
-def extend_by_plan(params: Params, log=print, write: bool = True) -> list[str]:
+def extend_by_plan(params: Params, log=print, write: bool = True,
+                   waiting: Collection[str] = ()) -> list[str]:
     """The claims' plan for this workspace's study from its pilot seeds (tasks/studies.py,
     `plan`): logged with its cost, written as params `extra_runs` (unless `write` is False: a dry
-    run); returns the planned seeds' stages."""
+    run); returns the planned seeds' stages, and the pilot stages of the arms the pilot left
+    out (`waiting`) that the plan now gives seeds (their claim's preconditions hold)."""
     from tasks import studies
 
     name = studies.study_name(ROOT)
@@ -593,7 +615,29 @@ def extend_by_plan(params: Params, log=print, write: bool = True) -> list[str]:
     log(plan_text(name, planned, extra, cost))
     if write and studies.write_extra_runs(ROOT / "params.yaml", extra):
         log(f"params.yaml: extra_runs set to the plan's {len(extra)} run(s)")
-    return [f"{kind}{EXTRA}@{key}" for key in extra for kind in ("train", "evaluate")]
+    woke = sorted(a for a in waiting if planned.get(a, 0) > 0)
+    pilot = [f"{kind}@{a}-{s}" for a in woke for s in params.seeds for kind in ("train", "evaluate")]
+    return pilot + [f"{kind}{EXTRA}@{key}" for key in extra for kind in ("train", "evaluate")]
+
+
+def arm_of(stage: str) -> str | None:
+    """The arm a train/evaluate stage runs (`train@rlme-0`, `evaluate_extra@rlme-3`: `rlme`)."""
+    return m["method"] if (m := _MATRIX.match(stage)) else None
+
+
+def waiting_arms(params: Params) -> set[str]:
+    """The arms of this preset study that no claim needs run before its preconditions hold:
+    planned 0 seeds before any run (`evals.claims.seed_plan`), e.g. weak_evaluator's anchored
+    arms, read only by the anchoring claim's comparisons, while whether unanchored RLME hacks
+    is undecided. The pilot leaves them out; `extend_by_plan` runs their pilot once the plan
+    gives them seeds. None in the default study: `make study` runs every arm, as `dvc repro`."""
+    from evals.claims import planned_seeds
+    from tasks import studies
+
+    name = studies.study_name(ROOT)
+    if not name:
+        return set()
+    return {a for a, n in planned_seeds({}, name).items() if n == 0 and a in params.methods}
 
 
 def plan_text(name: str, planned: dict[str, int], extra: dict[str, dict], cost: str) -> str:
@@ -605,7 +649,8 @@ def plan_text(name: str, planned: dict[str, int], extra: dict[str, dict], cost: 
       adds rlme seeds 3, 4; cost: 2 more runs
     """
     head = (f"plan ({name or 'default'} study, from the pilot seeds): "
-            + (", ".join(f"{a} {n} seeds" for a, n in planned.items()) or "no arm of it is in a claim"))
+            + (", ".join(f"{a} {n} seeds" if n else f"{a} waits for its claim's preconditions"
+                         for a, n in planned.items()) or "no arm of it is in a claim"))
     adds: dict[str, list[int]] = {}
     for run in extra.values():
         adds.setdefault(run["method"], []).append(run["seed"])
@@ -652,10 +697,15 @@ def study_runs(data_dir: Path, name: str = "") -> dict:
 def study_plan(root: Path, name: str, methods: list[str], seeds: list[int],
                data_dir: Path | None = None) -> tuple[dict[str, int], dict[str, dict], str]:
     """The study's plan from its pilot: seeds per arm (`evals.claims.planned_seeds`, arms of
-    `methods` only), the `extra_runs` that run it, and what the runs not yet made cost."""
-    from evals.claims import extra_runs, plan_cost, planned_seeds
+    `methods` only), the `extra_runs` that run it, and what the runs not yet made cost. A claim
+    may read runs of other studies (a precondition measured in a preset's study): their records
+    in `studies/` are read beside this study's own runs, as the report reads them."""
+    from evals.claims import extra_runs, plan_cost, planned_seeds, study_of
+    from flows.report_collect import collect_studies
 
-    runs = study_runs(data_dir or Path(root) / "data", name)
+    others = collect_studies(Path(root) / "studies").runs
+    runs = {**{a: r for a, r in others.items() if study_of(a) != name},
+            **study_runs(data_dir or Path(root) / "data", name)}
     planned = {a: n for a, n in planned_seeds(runs, name).items() if a in methods}
     return planned, extra_runs(planned, seeds), plan_cost(runs, name, planned)
 

@@ -104,9 +104,9 @@ def test_the_plan_is_capped_per_claim(tmp_path) -> None:
 @pytest.mark.parametrize("setting", ["undecided", "holds", "fails"])
 def test_a_claims_comparisons_are_planned_once_its_precondition_holds(tmp_path, setting) -> None:
     """Preconditions first: while the precondition (p beats q) is undecided only its arms get
-    more seeds; once it holds, the comparison (t beats c) gets the very plan it has without a
+    seeds; once it holds, the comparison (t beats c) gets the very plan it has without a
     precondition (numbers from the pilot either way); when it fails, the claim is not tested and
-    its comparison runs nothing more."""
+    its comparison's arms get nothing (0: they wait)."""
     data = tmp_path / "data"
     noisy_arms(data, range(3))  # t vs c: undecided on the pilot, more seeds planned
     if setting == "undecided":
@@ -124,12 +124,12 @@ def test_a_claims_comparisons_are_planned_once_its_precondition_holds(tmp_path, 
     assert alone["t"] > cl.PILOT
     if setting == "undecided":
         assert v.verdict == cl.INCONCLUSIVE and "then, if it holds: " in v.needs
-        assert plan["p"] > cl.PILOT and plan["t"] == plan["c"] == cl.PILOT  # the pilot only
+        assert plan["p"] > cl.PILOT and plan["t"] == plan["c"] == 0  # they wait
     elif setting == "holds":
         assert v.preconditions[0].status == cl.HOLDS
         assert {a: plan[a] for a in ("t", "c")} == alone
     else:
-        assert v.verdict == cl.NOT_TESTED and plan["t"] == plan["c"] == cl.PILOT
+        assert v.verdict == cl.NOT_TESTED and plan["t"] == plan["c"] == 0
 
 
 def test_extra_runs_are_the_seeds_after_the_pilot_up_to_the_plan() -> None:
@@ -283,6 +283,73 @@ def test_the_plan_is_asked_again_until_it_adds_nothing(tmp_path) -> None:
     assert not part.exists() and merged["wall_seconds"] == 502.0
     assert merged["stages"] == {"train_extra@p-3": {"start_s": 1.0, "seconds": 299.0, "action": "run"},
                                 "train_extra@t-3": {"start_s": 302.0, "seconds": 199.0, "action": "run"}}
+
+
+@pytest.mark.parametrize("setting", ["undecided", "holds", "fails"])
+def test_a_preset_study_trains_no_arm_before_its_claims_precondition_holds(tmp_path, monkeypatch,
+                                                                           setting) -> None:
+    """In a preset study's workspace, the arms only a gated claim's comparison reads (t, c) wait:
+    the pilot leaves them out, and the plan runs their pilot seeds once the precondition (p beats
+    q) holds on the pilot of p and q; while it is undecided or when it fails, none of them runs.
+    The default study runs every arm (`make study` is what `dvc repro` runs)."""
+    from types import SimpleNamespace
+
+    from flows import pipeline as pl
+
+    gated = cl.Claim("x", "000", "Fig. 0", "t beats c", (("s1/t", "s1/c"),), KEY, "greater",
+                     min_effect=0.02, preconditions=(cl.Precondition("p beats q", "s1/p", "s1/q", KEY,
+                                                                     min_effect=0.02),))
+    real = cl.planned_seeds
+    monkeypatch.setattr(cl, "planned_seeds", lambda runs, study, claims=(gated,): real(runs, study, claims))
+    params = SimpleNamespace(methods=["p", "q", "t", "c", "other"], seeds=[0, 1, 2])
+    workspace = tmp_path / studies.WORKSPACES / "s1"
+    monkeypatch.setattr(pl, "ROOT", workspace)
+    assert pl.waiting_arms(params) == {"t", "c"}
+    graph = {"build_base": set(), **{f"train@{a}-{s}": {"build_base"} for a in params.methods for s in range(3)}}
+    graph["report"] = set(graph) - {"build_base"}
+    pilot = pl.select(graph, stages=[s for s in graph if s != "report"], leave_out={"t", "c"})
+    assert {pl.arm_of(s) for s in pilot} == {None, "p", "q", "other"}
+    assert pl.select(graph, stages=["report"], leave_out={"t", "c"}) == ["build_base", *pilot[1:], "report"]
+
+    data = workspace / "data"
+    if setting == "undecided":
+        noisy_arms(data, range(3), arms=("p", "q"))
+    else:
+        rng = np.random.default_rng(1)
+        ease = rng.uniform(0.3, 0.6, 80)
+        for s in range(3):
+            write_run(data, "q", s, np.clip(ease + rng.normal(0, 0.02, 80), 0, 1))
+            write_run(data, "p", s, np.clip(ease + (0.3 if setting == "holds" else -0.3)
+                                            + rng.normal(0, 0.02, 80), 0, 1))
+    added = pl.extend_by_plan(params, lambda _: None, write=False, waiting={"t", "c"})
+    woke = sorted(s for s in added if pl.arm_of(s) in ("t", "c"))
+    if setting == "holds":
+        assert woke == sorted(f"{k}@{a}-{s}" for a in "tc" for s in range(3) for k in ("train", "evaluate"))
+    else:
+        assert woke == []
+    monkeypatch.setattr(pl, "ROOT", tmp_path)  # the default study
+    assert pl.waiting_arms(params) == set()
+
+
+def test_the_plan_reads_a_precondition_measured_in_another_studys_record(tmp_path, monkeypatch) -> None:
+    """A default-study comparison (t beats c) whose precondition is measured in a preset's study
+    (s1/p beats s1/q, recorded in studies/s1/): the plan reads that record as the report does,
+    so the comparison gets its seeds once the precondition holds there, not 0 for want of it."""
+    from flows import pipeline as pl
+
+    gated = cl.Claim("x", "000", "Fig. 0", "t beats c", (("t", "c"),), KEY, "greater", min_effect=0.02,
+                     preconditions=(cl.Precondition("p beats q", "s1/p", "s1/q", KEY, min_effect=0.02),))
+    real = cl.planned_seeds
+    monkeypatch.setattr(cl, "planned_seeds", lambda runs, study, claims=(gated,): real(runs, study, claims))
+    noisy_arms(tmp_path / "data", range(3))
+    alone = pl.study_plan(tmp_path, "", ["t", "c"], [0, 1, 2])[0]
+    rng = np.random.default_rng(1)
+    ease = rng.uniform(0.3, 0.6, 80)
+    for s in range(3):
+        write_run(tmp_path / "studies" / "s1" / "data", "q", s, ease)
+        write_run(tmp_path / "studies" / "s1" / "data", "p", s, np.clip(ease + 0.3, 0, 1))
+    planned = pl.study_plan(tmp_path, "", ["t", "c"], [0, 1, 2])[0]
+    assert alone == {"t": 0, "c": 0} and planned["t"] == planned["c"] > cl.PILOT
 
 
 def test_dry_run_prints_a_study_plan_and_writes_nothing() -> None:
