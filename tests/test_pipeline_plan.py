@@ -52,6 +52,19 @@ def noisy_arms(data: Path, seeds, arms=("t", "c"), shift=0.04, seed=0) -> None:
             write_run(data, arm, s, row)
 
 
+def precondition_pilot(data: Path, setting: str) -> None:
+    """The pilot of a precondition's arms, p beats q: `undecided` (noisy), `holds` or `fails`."""
+    if setting == "undecided":
+        noisy_arms(data, range(3), arms=("p", "q"))
+        return
+    rng = np.random.default_rng(1)
+    ease = rng.uniform(0.3, 0.6, 80)
+    for s in range(3):
+        write_run(data, "q", s, np.clip(ease + rng.normal(0, 0.02, 80), 0, 1))
+        write_run(data, "p", s, np.clip(ease + (0.3 if setting == "holds" else -0.3)
+                                        + rng.normal(0, 0.02, 80), 0, 1))
+
+
 def claim(**kw) -> cl.Claim:
     return cl.Claim("x", "000", "Fig. 0", "t beats c", (("t", "c"),), KEY, "greater",
                     min_effect=kw.pop("min_effect", 0.02), **kw)
@@ -109,15 +122,7 @@ def test_a_claims_comparisons_are_planned_once_its_precondition_holds(tmp_path, 
     its comparison's arms get nothing (0: they wait)."""
     data = tmp_path / "data"
     noisy_arms(data, range(3))  # t vs c: undecided on the pilot, more seeds planned
-    if setting == "undecided":
-        noisy_arms(data, range(3), arms=("p", "q"))
-    else:
-        rng = np.random.default_rng(1)
-        ease = rng.uniform(0.3, 0.6, 80)
-        for s in range(3):
-            write_run(data, "q", s, np.clip(ease + rng.normal(0, 0.02, 80), 0, 1))
-            write_run(data, "p", s, np.clip(ease + (0.3 if setting == "holds" else -0.3)
-                                            + rng.normal(0, 0.02, 80), 0, 1))
+    precondition_pilot(data, setting)
     gated = claim(preconditions=(cl.Precondition("p beats q", "p", "q", KEY, min_effect=0.02),))
     [v], _ = cl.verdicts(collect(data).runs, (gated,), resamples=1, second=None)
     plan, alone = plan_of(data, gated), plan_of(data)
@@ -312,15 +317,7 @@ def test_a_preset_study_trains_no_arm_before_its_claims_precondition_holds(tmp_p
     assert pl.select(graph, stages=["report"], leave_out={"t", "c"}) == ["build_base", *pilot[1:], "report"]
 
     data = workspace / "data"
-    if setting == "undecided":
-        noisy_arms(data, range(3), arms=("p", "q"))
-    else:
-        rng = np.random.default_rng(1)
-        ease = rng.uniform(0.3, 0.6, 80)
-        for s in range(3):
-            write_run(data, "q", s, np.clip(ease + rng.normal(0, 0.02, 80), 0, 1))
-            write_run(data, "p", s, np.clip(ease + (0.3 if setting == "holds" else -0.3)
-                                            + rng.normal(0, 0.02, 80), 0, 1))
+    precondition_pilot(data, setting)
     added = pl.extend_by_plan(params, lambda _: None, write=False, waiting={"t", "c"})
     woke = sorted(s for s in added if pl.arm_of(s) in ("t", "c"))
     if setting == "holds":
