@@ -321,6 +321,7 @@ class Comparison:
     expected: str = ""
     label: str = ""
     base: str = ""                     # the base every run of the comparison started from
+    values: dict[str, dict[int, float]] = field(default_factory=dict)  # per-run measures: arm -> seed -> value
 
 
 @dataclass(frozen=True)
@@ -613,6 +614,10 @@ def compare(runs: Runs, claim: Claim, treatment: str, control: str | None, notes
     behind = {a: want for a in arms if not is_base(a) and seeds[a] < want}
     extra = sum(max(0, seeds[a] - want) for a in arms if not is_base(a))
     test = "Welch t-interval" if per_run else "paired bootstrap"
+    # A per-run measure's numbers, seed by seed (the seeds the verdict reads): a reviewer sees
+    # how many runs show the effect, not only their mean.
+    values = {a: {s: _round(run_value(arm_runs[a][s], specs[a])) for s in chosen[a]}
+              for a in arms} if per_run else {}
     if per_run:
         why = (f"the {MEASURES[spec.measure].split(',')[0]} is one number per run" if spec.measure != "test"
                else f"no per-item scores in {len(lacking)} of {sum(seeds.values())} runs")
@@ -628,7 +633,7 @@ def compare(runs: Runs, claim: Claim, treatment: str, control: str | None, notes
         need = (f"{want} seeds per arm (" + ", ".join(f"{a} has {seeds[a]}" for a in behind) + ")"
                 + (f", {cost}" if cost else ""))
         return result(INCONCLUSIVE, f"{want} seeds per arm needed (the power rule, from the pilot)",
-                      basis=basis, plan=plan, needs=need, test=test)
+                      basis=basis, plan=plan, needs=need, test=test, values=values)
     t, c = arrays(chosen) if control is not None else (arrays(chosen)[0], None)
     p = None
     if per_run:
@@ -644,7 +649,7 @@ def compare(runs: Runs, claim: Claim, treatment: str, control: str | None, notes
         reason += f" at the planned {want} seeds per arm"
         needs = plan.get("beyond", "")
     return result(verdict, reason, diff=diff, lo=lo, hi=hi, basis=basis, plan=plan, needs=needs,
-                  test=test, p=p)
+                  test=test, p=p, values=values)
 
 
 def _plan(rule, pilot: Sequence[np.ndarray], per_run: bool, minimum: int, cap: int,
@@ -722,9 +727,30 @@ def check(runs: Runs, claim: Claim, pre: Precondition, notes: list[str], resampl
 
 def _interval_text(x: Comparison) -> str:
     arms = x.treatment + (f" − {x.control}" if x.control else "")
+    seeds = per_seed(x)
     if x.difference is None:
-        return arms
-    return f"{arms} {x.difference:+.3f} [{x.low:+.3f}, {x.high:+.3f}]"
+        return arms + (f" ({seeds})" if seeds else "")
+    return f"{arms} {x.difference:+.3f} [{x.low:+.3f}, {x.high:+.3f}]" + (f" ({seeds})" if seeds else "")
+
+
+def per_seed(x: Comparison) -> str:
+    """A per-run measure's values seed by seed, and how many lie on the expected side of 0:
+    `per seed +0.134 +0.221 -0.013; 2 of 3 above 0` ('' for a per-item comparison).
+
+    >>> per_seed(Comparison("t", None, {"t": 3}, None, None, None, "", "inconclusive", "",
+    ...     values={"t": {0: 0.134, 1: 0.221, 2: -0.013}}))
+    'per seed +0.134 +0.221 -0.013; 2 of 3 above 0'
+    """
+    parts = []
+    for arm, by_seed in x.values.items():
+        vals = [v for _, v in sorted(by_seed.items()) if v is not None]
+        if not vals:
+            continue
+        above = sum(v > 0 for v in vals)
+        name = f"{arm}: " if x.control else ""
+        parts.append(f"{name}per seed " + " ".join(f"{v:+.3f}" for v in vals)
+                     + ("" if x.control else f"; {above} of {len(vals)} above 0"))
+    return "; ".join(parts)
 
 
 def combine(claim: Claim, comparisons: Sequence[Comparison], checked: Sequence[Checked] = ()) -> Verdict:

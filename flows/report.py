@@ -64,6 +64,7 @@ from evals.claims import (
     Verdict,
     claims_json,
     is_base,
+    per_seed,
     seed_plan,
     verdicts,
 )
@@ -295,7 +296,8 @@ def claim_cells(v: Verdict) -> list[list[str]]:
     def head(x: Comparison) -> str:
         return (x.label or f"{name(x.treatment)} − {name(x.control)}") + ": "
 
-    diffs = [(head(x) if several else "") + _interval(x) for x in comps]
+    diffs = [(head(x) if several else "") + _interval(x) + (f" ({short(per_seed(x))})" if per_seed(x) else "")
+             for x in comps]
     tests = list(dict.fromkeys(x.test for x in comps if x.test))
     bases = list(dict.fromkeys(x.basis for x in comps if x.basis))
     ps = [f"{name(x.treatment)}: exact permutation p = {_fmt(x.p)}" for x in comps if x.p is not None]
@@ -316,7 +318,9 @@ def claim_cells(v: Verdict) -> list[list[str]]:
             [", ".join(f"{name(a)} {n}" for a, n in seeds.items())]
             + ([f"planned {' / '.join(map(str, planned))} per arm"] if planned else []),
             second_base_cell(v),
-            [v.verdict, short(v.reason), *pre] + ([f"needs: {short(v.needs)}"] if v.needs else [])]
+            # Each precondition's line says its status: a reason that only names them again is left out.
+            [v.verdict, *([] if pre and v.reason.startswith("precondition ") else [short(v.reason)]), *pre]
+            + ([f"needs: {short(v.needs)}"] if v.needs else [])]
 
 
 def second_base_cell(v: Verdict) -> list[str]:

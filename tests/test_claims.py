@@ -277,6 +277,14 @@ def test_curve_measures_are_per_run_numbers_over_seeds(tmp_path) -> None:
     assert v_drop.comparisons[0].p == pytest.approx(1 / 252, abs=1e-4)
     # last quarter (steps 7, 8) minus first quarter (1, 2): +0.6 for t, 0 for c
     assert v_change.comparisons[0].difference == pytest.approx(0.6) and v_change.verdict == cl.REPRODUCED
+    # The verdict's numbers seed by seed, beside the mean: how many runs show the effect.
+    assert v_drop.comparisons[0].values == {"t": {0: 0.02, 1: 0.03, 2: 0.04, 3: 0.05, 4: 0.06},
+                                            "c": dict.fromkeys(range(5), 0.45)}
+    assert cl.per_seed(v_drop.comparisons[0]) == ("t: per seed +0.020 +0.030 +0.040 +0.050 +0.060; "
+                                                  "c: per seed +0.450 +0.450 +0.450 +0.450 +0.450")
+    alone = cl.compare(collect(tmp_path).runs, change, "t", None, [])
+    assert cl.per_seed(alone) == "per seed +0.600 +0.600 +0.600 +0.600 +0.600; 5 of 5 above 0"
+    assert json.loads(json.dumps(cl._comparison_json(alone)))["values"]["t"]["4"] == 0.6
 
 
 def test_a_per_run_plan_sizes_the_t_interval_it_is_decided_by(tmp_path) -> None:
@@ -461,6 +469,9 @@ def test_a_failed_precondition_makes_the_claim_not_tested(tmp_path) -> None:
     assert v.preconditions[0].status == cl.FAILS and v.preconditions[0].comparison.high < 0
     rows = rep.claims_markdown([v])
     assert "**not tested**" in rows and "precondition fails: RLME" in rows
+    # The verdict cell names each precondition once, with its status and numbers.
+    assert rows.count("RLME (outcome question) learns to copy") == 1 and "precondition failed:" not in rows
+    assert "per seed +0.020 +0.021 +0.022 +0.023 +0.024" in rows  # rlme's cheat rate, seed by seed
 
 
 # ------------------------------------------------------------------------------ the second base
