@@ -639,8 +639,9 @@ table.headline td.collapse,table.headline th.collapse{white-space:normal;text-al
 table.headline,table.numbers{display:block;max-width:100%;overflow-x:auto}
 .mark{color:#1a7f37} .tie{color:#555}
 table.claims{width:100%;table-layout:fixed} table.claims td{vertical-align:top;font-size:.95em;overflow-wrap:break-word}
-table.claims th:nth-child(1){width:15%} table.claims th:nth-child(2){width:6%} table.claims th:nth-child(3){width:15%}
-table.claims th:nth-child(4){width:12%} table.claims th:nth-child(5){width:14%} table.claims th:nth-child(6){width:12%}
+table.claims th:nth-child(1){width:13%} table.claims th:nth-child(2){width:5%} table.claims th:nth-child(3){width:12%}
+table.claims th:nth-child(4){width:10%} table.claims th:nth-child(5){width:14%} table.claims th:nth-child(6){width:9%}
+table.claims th:nth-child(7){width:9%} table.claims th:nth-child(8){width:28%}
 table.claims tr.reproduced td.verdict{background:#eef7ee} table.claims tr.not-reproduced td.verdict{background:#fbeaea}
 table.claims tr.inconclusive td.verdict{background:#f6f6f6} table.claims tr.not-tested td.verdict{background:#fdf5e0}
 .tasks{display:flex;flex-wrap:wrap;gap:0 28px;align-items:flex-start} .tasks>div{min-width:0;max-width:100%}
