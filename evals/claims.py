@@ -516,10 +516,12 @@ def _items(arm_runs: dict[str, dict[int, RunFiles]], keys: Mapping[str, str], no
 
 def _seconds(runs: Sequence[RunFiles]) -> tuple[float | None, str]:
     """Mean wall seconds of one run of an arm from the committed stage times (the evaluation's
-    `eval_seconds`, the training's `train_seconds` where run.json records it), and what it covers."""
+    `eval_seconds`, the training's `train_seconds` where run.json records it, else its study's
+    stage times), and what it covers."""
     evals = [v for r in runs if (v := _finite((r.metrics or {}).get("eval_seconds"))) is not None]
     trains = [v for r in runs
-              if (v := _finite((getattr(r, "summary", None) or {}).get("train_seconds"))) is not None]
+              if (v := _finite((getattr(r, "summary", None) or {}).get("train_seconds"))
+                  or _finite(getattr(r, "train_seconds", None))) is not None]
     if not evals and not trains:
         return None, "no stage time recorded"
     total = (float(np.mean(trains)) if trains else 0.0) + (float(np.mean(evals)) if evals else 0.0)

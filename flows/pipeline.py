@@ -40,10 +40,8 @@ from tasks.progress import Board
 
 # Where `make run` (quick.json) and `make study` (study.json) record their stage times.
 TIMES = ROOT / "reports" / "times"
-# Matrix stages are named `<stage>@<method>-<seed>` by DVC; a seed the claims' plan added to one
-# arm (params `extra_runs`) is `<stage>_extra@<method>-<seed>`.
-_MATRIX = re.compile(r"^(?P<kind>[^@]+)@(?P<method>.+)-(?P<seed>-?\d+)$")
-EXTRA = "_extra"
+# Matrix stages (`train@a-0`, `train_extra@a-3`): tasks/stages.py.
+_MATRIX, EXTRA = st.MATRIX, st.EXTRA
 # What a stage that ran nothing reports (tasks.stages.reproduce_in_place).
 UP_TO_DATE = ("skip", "recorded")
 

@@ -30,7 +30,7 @@ from core.io import read_json
 from core.params import ROOT, Params
 from evals.lineage import Lineages
 from evals.registry import TASK_HEADLINE, headline_metrics
-from tasks.stages import code_changes
+from tasks.stages import EXTRA, MATRIX, code_changes
 
 # TASK_HEADLINE (evals/registry.py): the metrics a task is judged by (higher is better for each),
 # first the one its methods are ranked by; a task missing there is judged by `<task>/pass@1`.
@@ -61,6 +61,9 @@ class RunData:
     test: list[dict] = field(default_factory=list)  # test.json: the test split at each checkpoint
     base: str = ""             # the base it started from (evals/lineage.py): md5:<hash> or unrecorded:<folder>
     stale: str = ""            # why it is not a run of its study's current base ("" when it is)
+    # Its training stage's wall seconds from its study's committed stage times (studies/<name>/
+    # times.json, times.plan.json), for the cost of more seeds where run.json is not in the record.
+    train_seconds: float | None = None
 
 
 @dataclass
@@ -179,9 +182,41 @@ def collect_studies(studies_dir: Path) -> Collected:
     for data in sorted(Path(studies_dir).glob("*/data")):
         preset = data.parent.name
         found = collect(data, folder=f"studies/{preset}")
+        for (method, seed), seconds in study_train_seconds(data.parent).items():
+            if (run := found.runs.get(method, {}).get(seed)) is not None:
+                run.train_seconds = seconds
         runs.update({f"{preset}/{method}": seeds for method, seeds in found.runs.items()})
         notes += [f"study {preset}: {note}" for note in found.notes]
     return Collected(runs, notes)
+
+
+def study_train_seconds(study: Path) -> dict[tuple[str, int], float]:
+    """(method, seed) -> the wall seconds of its training stage as the study's pipeline recorded
+    them (`times.json`, then `times.plan.json` for the seeds the plan added), stages that ran only
+    (one restored or kept from the record did not train here). Unreadable files are skipped.
+
+    >>> import json, tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = (d / "times.json").write_text(json.dumps({"stages": {
+    ...     "train@a-0": {"action": "run", "seconds": 90.5}, "train@a-1": {"action": "restore", "seconds": 2},
+    ...     "evaluate@a-0": {"action": "run", "seconds": 9}}}))
+    >>> extra = {"stages": {"train_extra@a-3": {"action": "run", "seconds": 80}}}
+    >>> _ = (d / "times.plan.json").write_text(json.dumps(extra))
+    >>> study_train_seconds(d)
+    {('a', 0): 90.5, ('a', 3): 80.0}
+    """
+    out: dict[tuple[str, int], float] = {}
+    for name in ("times.json", "times.plan.json"):
+        try:
+            stages = read_json(study / name).get("stages") or {}
+        except (OSError, ValueError, AttributeError):
+            continue
+        for stage, rec in stages.items() if isinstance(stages, dict) else ():
+            m = MATRIX.match(stage)
+            if (m and m["kind"].removesuffix(EXTRA) == "train" and isinstance(rec, dict)
+                    and rec.get("action") == "run" and (sec := number(rec.get("seconds"))) is not None):
+                out[(m["method"], int(m["seed"]))] = sec
+    return out
 
 
 def number(value) -> float | None:

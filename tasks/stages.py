@@ -43,6 +43,7 @@ import contextlib
 import contextvars
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -54,6 +55,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from core.params import ROOT
+
+# Matrix stages are named `<stage>@<method>-<seed>` by DVC; a seed the claims' plan added to one
+# arm (params `extra_runs`) is `<stage>_extra@<method>-<seed>`.
+MATRIX = re.compile(r"^(?P<kind>[^@]+)@(?P<method>.+)-(?P<seed>-?\d+)$")
+EXTRA = "_extra"
 
 
 class StageFailed(RuntimeError):

@@ -454,6 +454,39 @@ def test_a_preset_study_decides_its_claim_and_the_report_lists_what_is_still_nee
     assert "<ul class='needed'>" in page and "(the hint_copier study&#x27;s base)" in page
 
 
+def test_the_cost_of_more_seeds_reads_a_studys_committed_stage_times(tmp_path) -> None:
+    """A study's record holds no run.json; its stage times (times.json, times.plan.json for the
+    seeds the plan added) give the training's share of what the seeds still needed cost. A stage
+    restored rather than run is no measure of a training."""
+    study = tmp_path / "studies" / "s"
+    t, c = items_world(shift=0.08, noise=0.2, seeds=3)  # undecided: the plan wants 10 seeds
+    arms(study / "data", t, c)
+    for arm in ("t", "c"):
+        for seed in range(3):
+            path = study / "data" / "eval" / arm / f"seed{seed}" / "metrics.json"
+            write(path, {**json.loads(path.read_text()), "eval_seconds": 100.0})
+    some = claim(min_effect=0.1)
+    some = cl.Claim(some.id, some.paper, some.figure, some.statement, (("s/t", "s/c"),), KEY, "greater",
+                    min_effect=0.1)
+
+    def needs() -> str:
+        data = tmp_path / "data"
+        [v], _ = cl.verdicts(rep.with_studies(collect(data), data).runs, [some])
+        return v.needs
+
+    assert needs().endswith("14 more runs, at least 0.4 CPU-h (their evaluations alone: no training "
+                            "time is committed)")   # 14 × 100 s
+    write(study / "times.json", {"stages": {
+        **{f"train@{a}-{s}": {"action": "run", "seconds": 3500.0} for a in "tc" for s in range(3)},
+        "train@t-0": {"action": "restore", "seconds": 1.0},            # kept, not trained here
+        "evaluate@t-0": {"action": "run", "seconds": 100.0}}})
+    write(study / "times.plan.json", {"stages": {"train_extra@c-3": {"action": "run", "seconds": 3500.0}}})
+    assert needs().endswith("14 more runs, about 14 CPU-h (train + evaluate: committed stage times)")
+    write(study / "times.json", "{not json")                              # unreadable: skipped
+    (study / "times.plan.json").unlink()
+    assert needs().endswith("(their evaluations alone: no training time is committed)")
+
+
 def test_a_failed_precondition_makes_the_claim_not_tested(tmp_path) -> None:
     """The setting cannot show the claim: RLME does not learn to copy (its cheat rate is below the
     base's), so the nocheat comparison is not a test of it, whatever its interval."""
