@@ -671,8 +671,9 @@ def _plan(rule, pilot: Sequence[np.ndarray], per_run: bool, minimum: int, cap: i
             "seed_var": round(snap(seed_var), 6), "item_var": round(snap(item_var), 6)}
     if n is None:
         return {**plan, "seeds": cap, "items": None,
-                "beyond": f"more than the cap of {cap} seeds per arm even with more items "
-                          f"(the pilot's difference is {g:.3f} from the bound it must clear)"}
+                "beyond": f"more than the cap of {cap} seeds per arm"
+                          + ("" if per_run else " even with more items")  # a per-run number has no items
+                          + f" (the pilot's difference is {g:.3f} from the bound it must clear)"}
     plan.update(seeds=n, items=m)
     if m is not None and m > items:
         plan["beyond"] = f"{m} test items per run (today {items}) at {cap} seeds per arm"

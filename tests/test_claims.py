@@ -338,6 +338,21 @@ def test_rise_then_fall_reads_the_test_curve_and_needs_both_halves(tmp_path) -> 
     assert v.verdict == cl.NOT_REPRODUCED
 
 
+
+def test_a_per_run_pilot_beyond_the_cap_names_seeds_not_items(tmp_path) -> None:
+    """Unanchored long RLME's pilot on the weak evaluator (its train reward's change, seeds
+    0-2: +0.134, +0.221, -0.013): too spread for 10 seeds to decide; a per-run number has no
+    items, so what it needs never says "more items"."""
+    for seed, change in enumerate([0.134, 0.221, -0.013]):
+        write(tmp_path / "plots" / "t" / f"seed{seed}" / "train.json",
+              [{"step": s, "reward": -0.8 + (change if s > 6 else 0.0)} for s in range(1, 9)])
+    rises = cl.Claim("h", "000", "Fig. 5", "s", (("t", None),), "reward", "greater", measure="train_change")
+    (v,), _ = judge(tmp_path, rises)
+    x = v.comparisons[0]
+    assert x.plan["seeds"] == 10 and x.plan["beyond"] == (
+        "more than the cap of 10 seeds per arm (the pilot's difference is 0.114 from the bound it must clear)")
+    assert cl.per_seed(x) == "per seed +0.134 +0.221 -0.013; 2 of 3 above 0"
+
 # ------------------------------------------------------------------------------ the declared claims
 
 def test_the_declared_claims_name_known_arms_and_benchmarks() -> None:
