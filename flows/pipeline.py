@@ -588,8 +588,12 @@ def merge_times(total: Path, part: Path) -> None:
     if total.exists():
         old = read_json(total)
         shift = old["wall_seconds"]
-        stages = {**old["stages"], **{s: {**v, "start_s": round(v["start_s"] + shift, 1)}
-                                      for s, v in new["stages"].items()}}
+        stages = dict(old["stages"])
+        for s, v in new["stages"].items():
+            # A later round that found a stage up to date does not hide the round that ran it.
+            if v.get("action") in UP_TO_DATE and stages.get(s, {}).get("action") not in (None, *UP_TO_DATE):
+                continue
+            stages[s] = {**v, "start_s": round(v["start_s"] + shift, 1)}
         new = {**new, "wall_seconds": round(shift + new["wall_seconds"], 1), "stages": stages}
     write_json(total, new)
     part.unlink()

@@ -93,7 +93,7 @@ def test_the_study_times_table_counts_what_each_study_ran_and_adds_its_plans_cal
         "prepare": {**stage, "seconds": 3.0, "action": "skip"}, "build_base": {**stage, "seconds": 1500.0},
         "train@a-0": {**stage, "seconds": 300.0}, "evaluate@a-0": {**stage, "seconds": 60.0}}}))
     (rec / "times.plan.json").write_text(json.dumps({"wall_seconds": 600, "machine": {"cores": 2},
-                                                     "stages": {"train@a-1": {**stage, "seconds": 420.0}}}))
+                                                     "stages": {"train_extra@a-1": {**stage, "seconds": 420.0}}}))
     table = tables.study_times_table(tmp_path)
     assert "| `kd.seed1` | `abcdef0` | 2 | 4 of 5 | 25 min | 2, 6.0 min each | 60 min | 2 |" in table
     assert tables.study_times_table(tmp_path / "none").startswith("_No study has recorded")
