@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from core.params import ROOT
-from tasks.stages import EXTRA, MATRIX
+from tasks.stages import stage_kind
 
 RESULTS = ROOT / "benchmarks" / "results"
 PAGE = ROOT / "docs" / "speed.md"
@@ -150,8 +150,7 @@ def study_times_table(folder: Path | None = None) -> str:
         # stopped by hand left running.
         idle = ("skip", "recorded", "not run", "running")
         ran = [(k, v) for t in calls for k, v in t["stages"].items() if v["action"] not in idle]
-        trainings = [v["seconds"] or 0 for k, v in ran  # train@a-0, and train_extra@a-3 (the plan's)
-                     if (m := MATRIX.match(k)) and m["kind"].removesuffix(EXTRA) == "train"]
+        trainings = [v["seconds"] or 0 for k, v in ran if stage_kind(k) == "train"]  # train_extra@ too
         builds = [v["seconds"] or 0 for k, v in ran if k == "build_base"]
         base = sum(builds) if builds else None
         rows.append(f"| `{times.parent.name}` | `{study['commit'][:7]}` | {len(calls)} | "

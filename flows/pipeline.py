@@ -41,19 +41,9 @@ from tasks.progress import Board
 # Where `make run` (quick.json) and `make study` (study.json) record their stage times.
 TIMES = ROOT / "reports" / "times"
 # Matrix stages (`train@a-0`, `train_extra@a-3`): tasks/stages.py.
-_MATRIX, EXTRA = st.MATRIX, st.EXTRA
+_MATRIX, EXTRA, stage_kind = st.MATRIX, st.EXTRA, st.stage_kind
 # What a stage that ran nothing reports (tasks.stages.reproduce_in_place).
 UP_TO_DATE = ("skip", "recorded")
-
-
-def stage_kind(stage: str) -> str:
-    """`train` for `train@a-0` and `train_extra@a-3`; the stage's name for any other stage.
-
-    >>> stage_kind("train_extra@rlme-3"), stage_kind("evaluate@rlme-0"), stage_kind("report")
-    ('train', 'evaluate', 'report')
-    """
-    m = _MATRIX.match(stage)
-    return m["kind"].removesuffix(EXTRA) if m else stage
 
 
 def select(graph: dict[str, set[str]], methods: list[str] | None = None,

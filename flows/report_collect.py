@@ -30,7 +30,7 @@ from core.io import read_json
 from core.params import ROOT, Params
 from evals.lineage import Lineages
 from evals.registry import TASK_HEADLINE, headline_metrics
-from tasks.stages import EXTRA, MATRIX, code_changes
+from tasks.stages import MATRIX, code_changes, stage_kind
 
 # TASK_HEADLINE (evals/registry.py): the metrics a task is judged by (higher is better for each),
 # first the one its methods are ranked by; a task missing there is judged by `<task>/pass@1`.
@@ -192,7 +192,8 @@ def collect_studies(studies_dir: Path) -> Collected:
 
 def study_train_seconds(study: Path) -> dict[tuple[str, int], float]:
     """(method, seed) -> the wall seconds of its training stage as the study's pipeline recorded
-    them (`times.json`, then `times.plan.json` for the seeds the plan added), stages that ran only
+    them, over every call of the record (`tasks.studies.recorded_calls`: `times.calls.json`, or
+    `times.json` then `times.plan.json` for the seeds the plan added), stages that ran only
     (one restored or kept from the record did not train here). Unreadable files are skipped.
 
     >>> import json, tempfile
@@ -205,15 +206,17 @@ def study_train_seconds(study: Path) -> dict[tuple[str, int], float]:
     >>> study_train_seconds(d)
     {('a', 0): 90.5, ('a', 3): 80.0}
     """
+    from tasks.studies import recorded_calls
+
     out: dict[tuple[str, int], float] = {}
-    for name in ("times.json", "times.plan.json"):
-        try:
-            stages = read_json(study / name).get("stages") or {}
-        except (OSError, ValueError, AttributeError):
-            continue
+    try:
+        calls = recorded_calls(study)
+    except (OSError, ValueError):
+        return out
+    for times in (t for call in calls for t in (call.get("times"), call.get("plan")) if isinstance(t, dict)):
+        stages = times.get("stages")
         for stage, rec in stages.items() if isinstance(stages, dict) else ():
-            m = MATRIX.match(stage)
-            if (m and m["kind"].removesuffix(EXTRA) == "train" and isinstance(rec, dict)
+            if ((m := MATRIX.match(stage)) and stage_kind(stage) == "train" and isinstance(rec, dict)
                     and rec.get("action") == "run" and (sec := number(rec.get("seconds"))) is not None):
                 out[(m["method"], int(m["seed"]))] = sec
     return out

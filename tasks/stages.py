@@ -62,6 +62,16 @@ MATRIX = re.compile(r"^(?P<kind>[^@]+)@(?P<method>.+)-(?P<seed>-?\d+)$")
 EXTRA = "_extra"
 
 
+def stage_kind(stage: str) -> str:
+    """`train` for `train@a-0` and `train_extra@a-3`; the stage's name for any other stage.
+
+    >>> stage_kind("train_extra@rlme-3"), stage_kind("evaluate@rlme-0"), stage_kind("report")
+    ('train', 'evaluate', 'report')
+    """
+    m = MATRIX.match(stage)
+    return m["kind"].removesuffix(EXTRA) if m else stage
+
+
 class StageFailed(RuntimeError):
     """A DVC stage (or a DVC command around it) failed; the message says which and why in a line."""
 
