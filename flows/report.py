@@ -12,7 +12,9 @@ What it reads and concludes is flows/report_collect.py (`collect`, `aggregate`, 
 The page (`reports/index.html`) opens with the answer, then the evidence:
 
 1. header: preset, git commit, date, seeds; a "smoke test, not a result" banner when the preset
-   or the data is a smoke test of the pipeline (`report_collect.smoke_reasons`);
+   or the data is a smoke test of the pipeline (`report_collect.smoke_reasons`); the stale runs
+   left out; how many recorded runs ran with code or settings HEAD has changed since
+   (`report_collect.outdated_runs`: their run file in dvc.lock, which DVC would run again);
 2. result: per task, the methods trained on it ranked by the task's headline metric (mean ± std
    over seeds, the difference to the base, every seed's value drawn), the best marked ★, the
    methods within the seeds' spread of it marked ≈: the answer on the first screen;
@@ -93,6 +95,8 @@ from flows.report_collect import (  # noqa: F401 - re-exported: the stage's read
     headline,
     headline_metrics,
     number,
+    outdated_runs,
+    outdated_summary,
     provenance,
     run_task,
     smoke_reasons,
@@ -240,13 +244,15 @@ def left_out_markdown(left_out: Sequence[str]) -> str:
 
 def summary_markdown(agg: dict[str, dict], collected: Collected, smoke: Sequence[str] = (),
                      claims: tuple[list[Verdict], list[str]] | None = None,
-                     alarms: dict | None = None, left_out: Sequence[str] = ()) -> str:
+                     alarms: dict | None = None, left_out: Sequence[str] = (), outdated: str = "") -> str:
     """summary.md: the headline table, the papers' claims, one table per benchmark, the collapse
     events, the collapse alarms' error rates and notes (and, first, the smoke-test warning when
     there is one)."""
     found, claim_notes = claims if claims is not None else verdicts(collected.runs)
     parts = ["# Reward methods compared", "", "## Methods compared", "", table(agg), "",
              claims_markdown(found, claim_notes)]
+    if outdated:
+        parts[1:1] = ["", f"> {outdated}"]
     if left_out:
         parts[1:1] = ["", left_out_markdown(left_out)]
     if smoke:
@@ -424,9 +430,10 @@ CLAIMS_END = "<!-- claims:end -->"
 
 
 def results_markdown(agg: dict[str, dict], collected: Collected, data_dir: Path,
-                     params: Params | None = None, left_out: Sequence[str] = ()) -> str:
+                     params: Params | None = None, left_out: Sequence[str] = (), outdated: str = "") -> str:
     """The README's results table: each method's task headline, base vs trained (mean ± std over
-    seeds, n seeds), the base's self-evaluation AUROC and the runs that collapsed."""
+    seeds, n seeds), the base's self-evaluation AUROC and the runs that collapsed (and, first, the
+    stale runs left out and the runs recorded with code HEAD has changed)."""
     base = agg.get("base", {})
     rows = []
     for method, stats in agg.items():
@@ -447,6 +454,8 @@ def results_markdown(agg: dict[str, dict], collected: Collected, data_dir: Path,
                         "collapse detected"], rows)]
     if auroc:
         lines.append(f"\nBase self-evaluation AUROC (`self_eval/auroc_q0`): {cell(auroc, 1)}.")
+    if outdated:
+        lines[0:0] = [f"> {outdated}", ""]
     if left_out:
         lines[0:0] = [left_out_markdown(left_out), ""]
     return "\n".join(lines)
@@ -459,7 +468,9 @@ def write_readme(readme: Path, data_dir: Path = paths.DATA, params: Params | Non
     found = collect(data_dir, params.methods)
     fresh = current(found)
     every = with_studies(found, data_dir)
-    update_readme(readme, results_markdown(aggregate(fresh), fresh, data_dir, params, current(every).left_out)
+    outdated = outdated_summary(outdated_runs(Path(data_dir).parent))
+    update_readme(readme, results_markdown(aggregate(fresh), fresh, data_dir, params, current(every).left_out,
+                                           outdated)
                   + run_cost_line(Path(data_dir).parent / "reports" / "times" / "quick.json"))
     update_readme(readme, claims_readme(every, _collapse_config(params)), CLAIMS_BEGIN, CLAIMS_END)
 
@@ -624,6 +635,7 @@ h1{margin:.2em 0 .1em;font-size:1.6em} h2{margin:1.2em 0 .4em;border-bottom:1px 
 h3{margin:.9em 0 .3em}
 .provenance{color:#444;margin:.2em 0 .6em} .provenance span{margin-right:1.4em;white-space:nowrap}
 .provenance code{background:#f3f3f3;padding:0 .3em}
+.outdated{background:#eef3fb;border-left:4px solid #4a78c2;color:#233;padding:.4em .8em;margin:.6em 0}
 .smoke{background:#fff1cc;border:2px solid #d98b00;color:#6b3e00;padding:.6em 1em;margin:.6em 0;
  font-size:1.05em} .smoke strong{font-size:1.25em;text-transform:uppercase;margin-right:.6em}
 nav a{margin-right:1.2em}
@@ -723,6 +735,8 @@ def provenance_html(prov: Provenance) -> str:
                    f"run{'s' * (len(prov.left_out) != 1)} left out</strong> of every table and claim "
                    "(a number is never pooled across bases). "
                    + esc(left_out_summary(prov.left_out)) + ".</div>")
+    if prov.outdated:
+        out.append(f"<p class='outdated' id='outdated'>{esc(prov.outdated)}</p>")
     if prov.smoke:
         out.append(f"<div class='smoke' id='smoke' role='alert'><strong>{SMOKE_BANNER}</strong>"
                    f"{esc('; '.join(prov.smoke))}. These numbers check that the pipeline runs; "
@@ -963,8 +977,9 @@ def build(out_dir: Path = paths.REPORTS, data_dir: Path = paths.DATA, order: Seq
     prov.left_out = current(every).left_out
     claims = verdicts(every.runs)
     alarms = alarms_.score(every, collapse if collapse is not None else _collapse_config(params))
+    prov.outdated = outdated_summary(outdated_runs(Path(data_dir).parent))
     (out_dir / "summary.md").write_text(summary_markdown(agg, collected, prov.smoke, claims, alarms,
-                                                         prov.left_out), encoding="utf-8")
+                                                         prov.left_out, prov.outdated), encoding="utf-8")
     write_json(out_dir / "metrics.json", agg)
     write_json(out_dir / "headline.json", headline_json(results))
     write_json(out_dir / "claims.json", claims_json(*claims))

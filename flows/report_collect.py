@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import subprocess
@@ -397,6 +398,7 @@ class Provenance:
     base_model: dict | None
     smoke: list[str]
     left_out: list[str] = field(default_factory=list)  # stale runs no table or claim pools
+    outdated: str = ""  # `outdated_summary`: runs recorded with code or settings HEAD has changed
 
 
 def _git(*args: str) -> str:
@@ -452,3 +454,136 @@ def provenance(params: Params | None, collected: Collected, data_dir: Path,
         base_model=info,
         smoke=smoke_reasons(params, collected),
     )
+
+
+# ------------------------------------------------------------------------------ code of record
+
+def config_md5(config: dict) -> str:
+    """The md5 of a run file as `flows/configure.py` writes it (core.io.write_json's bytes), the
+    hash dvc.lock records for the `data/runs/<method>/*.json` a stage depends on."""
+    import hashlib
+    import json
+
+    return hashlib.md5(json.dumps(config, indent=2, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def run_file_md5s(params: Params, methods: Sequence[str]) -> dict[str, str]:
+    """`data/runs/...json` -> the md5 HEAD's code and `params` give it: what `configure` would
+    write now for each of `methods` (train.json, evaluate.json) and the base's evaluation. A method
+    `params` cannot resolve any more is left out (its runs are not compared)."""
+    from flows.configure import evaluate_config, train_config
+
+    out = {"data/runs/base/evaluate.json": config_md5(evaluate_config(params, None))}
+    for method in methods:
+        try:
+            train, evaluate = train_config(params, method), evaluate_config(params, method)
+        except Exception:  # noqa: BLE001 - a method no longer defined: nothing to compare
+            continue
+        out[f"data/runs/{method}/train.json"] = config_md5(train)
+        out[f"data/runs/{method}/evaluate.json"] = config_md5(evaluate)
+    return out
+
+
+def outdated_stages(lock: Path, want: dict[str, str]) -> list[str]:
+    """The train and evaluate stages of `lock` whose run file (`data/runs/<method>/*.json`: the
+    run's settings and the digest of the code it imports) differs from `want`: DVC would run
+    them again at HEAD. Stages whose run file `want` does not name are not judged.
+
+    >>> import tempfile, yaml
+    >>> d = Path(tempfile.mkdtemp()) / "dvc.lock"
+    >>> dep = lambda m, k, h: {"path": f"data/runs/{m}/{k}.json", "md5": h}
+    >>> _ = d.write_text(yaml.safe_dump({"stages": {
+    ...     "train@a-0": {"deps": [dep("a", "train", "x")]}, "train_extra@a-3": {"deps": [dep("a", "train", "y")]},
+    ...     "evaluate@a-0": {"deps": [dep("a", "evaluate", "e")]}, "train@b-0": {"deps": [dep("b", "train", "z")]}}}))
+    >>> outdated_stages(d, {"data/runs/a/train.json": "x", "data/runs/a/evaluate.json": "E"})
+    ['evaluate@a-0', 'train_extra@a-3']
+    """
+    from evals.lineage import read_lock
+
+    out = []
+    for name, stage in sorted(read_lock(lock).items()):
+        if not ((MATRIX.match(name) or name == "evaluate_base") and isinstance(stage, dict)):
+            continue
+        deps = [d for d in stage.get("deps") or [] if isinstance(d, dict)]
+        if any(d.get("path") in want and d.get("md5") != want[d["path"]] for d in deps):
+            out.append(name)
+    return out
+
+
+def _run_of(stage: str) -> tuple[str, int | None]:
+    """(method, seed) of a train or evaluate stage; ("base", None) for `evaluate_base`."""
+    m = MATRIX.match(stage)
+    return (m["method"], int(m["seed"])) if m else ("base", None)
+
+
+def outdated_runs(root: Path = ROOT) -> dict[str, dict[str, int]]:
+    """Per study ("default", or a record's name under studies/): how many of its recorded
+    trainings and evaluations ran with settings or code that HEAD has changed since (their run
+    file in the study's dvc.lock differs from what `configure` writes now); stale runs (another
+    base: `evals/lineage.py`), already left out of every table, are not counted. The report shows
+    these runs as recorded and says how many there are: a table of them is the result of an
+    older commit's code, which `make study` / `--study` would train again."""
+    from core.params import load, validate
+    from evals.claims import parse_study
+    from tasks.studies import recorded, study_params
+
+    if not ((Path(root) / "params.yaml").is_file() and (Path(root) / "dvc.lock").is_file()):
+        return {}  # not a checkout of the lab (a test's folder): nothing recorded to judge
+    studies: dict[str, tuple[Path, Params, Sequence[str]]] = {}
+    params = load(Path(root) / "params.yaml")
+    studies["default"] = (Path(root) / "dvc.lock", params, list(params.methods))
+    for name, study in recorded(Path(root)).items():
+        preset, base_seed = parse_study(name)
+        methods = list(study.get("methods") or [])
+        try:
+            raw = study_params(Path(root), preset or None, methods, base_seed)
+            studies[name] = (Path(root) / "studies" / name / "dvc.lock",
+                             validate(raw, f"studies/{name}", preset or None), methods)
+        except Exception:  # noqa: BLE001 - a preset since removed: its record is not judged
+            continue
+    out: dict[str, dict[str, int]] = {}
+    import flows.configure as configure
+
+    # Every study asks for the same import closures: digest each once (the files cannot change
+    # while the report reads them), then give configure its own function back.
+    digest = configure.code_digest
+    cached = functools.lru_cache(maxsize=None)(lambda entries: digest(list(entries)))
+
+    def once(entries: Iterable[str], root: Path = ROOT) -> str:
+        return cached(tuple(entries)) if root == ROOT else digest(entries, root)
+
+    configure.code_digest = once
+    try:
+        found = {name: outdated_stages(lock, run_file_md5s(p, methods))
+                 for name, (lock, p, methods) in studies.items()}
+    finally:
+        configure.code_digest = digest
+    for name, stages in found.items():
+        # A stale run (another base) is already left out of every table, and named: not counted.
+        lineages = Lineages(studies[name][0].parent / "data")
+        shown = [s for s in stages if not lineages.of(*_run_of(s)).stale]
+        counts = {kind: sum(stage_kind(s) == kind or (kind == "evaluate" and s == "evaluate_base")
+                            for s in shown) for kind in ("train", "evaluate")}
+        if any(counts.values()):
+            out[name] = counts
+    return out
+
+
+def outdated_summary(outdated: dict[str, dict[str, int]]) -> str:
+    """One sentence for the first screen ('' when every recorded run is at HEAD's code).
+
+    >>> s = outdated_summary({"default": {"train": 98, "evaluate": 99},
+    ...                       "hint_copier": {"train": 0, "evaluate": 3}})
+    >>> s.split("as recorded): ", 1)[1]
+    'default: 98 trainings, 99 evaluations; hint_copier: 3 evaluations.'
+    """
+    if not outdated:
+        return ""
+    parts = []
+    for name, counts in outdated.items():
+        kinds = [f"{n} {kind}{'s' * (n != 1)}" for kind, n in
+                 (("training", counts.get("train", 0)), ("evaluation", counts.get("evaluate", 0))) if n]
+        parts.append(f"{name}: {', '.join(kinds)}")
+    return ("Runs recorded before a change to their code or settings (their run file in dvc.lock "
+            "is not HEAD's, so the study would run them again; the tables show them as recorded): "
+            + "; ".join(parts) + ".")

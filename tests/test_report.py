@@ -623,3 +623,44 @@ def test_a_run_with_collapse_events_keeps_its_task_overlay_in_dvc_plots(tmp_path
     assert "errors" not in fixed or not fixed["errors"], fixed.get("errors")
     assert len(fixed["data"]["heldout"]) == 1 and all("events" not in r for r in plot_rows(history))
     assert len(fixed["data"]["heldout"][0]["content"]["data"]["values"]) == 4  # both runs, both steps
+
+
+def test_runs_recorded_with_code_head_has_changed_are_counted_per_study(tmp_path) -> None:
+    """A run whose run file in dvc.lock (settings + code digest) is not what `configure` writes at
+    HEAD is counted as outdated, per study; a run at HEAD's is not; the first screen says so."""
+    from flows.report_collect import outdated_runs, outdated_summary, run_file_md5s
+
+    (tmp_path / "params.yaml").write_text(PARAMS_FILE.read_text(encoding="utf-8"), encoding="utf-8")
+    params = load(PARAMS_FILE)
+    head = run_file_md5s(params, ["rlvr", "rlme"])
+
+    def lock(stages: dict) -> str:
+        return yaml.safe_dump({"schema": "2.0", "stages": {
+            name: {"cmd": "x", "deps": [{"path": path, "md5": md5} for path, md5 in deps]}
+            for name, deps in stages.items()}})
+
+    runs = "data/runs/{}/{}.json"
+    (tmp_path / "dvc.lock").write_text(lock({
+        "train@rlvr-0": [(runs.format("rlvr", "train"), head[runs.format("rlvr", "train")])],
+        "evaluate@rlvr-0": [(runs.format("rlvr", "evaluate"), head[runs.format("rlvr", "evaluate")])],
+        "train@rlme-0": [(runs.format("rlme", "train"), "0" * 32)],      # trained at older code
+        "train_extra@rlme-3": [(runs.format("rlme", "train"), "0" * 32)],
+        "evaluate_base": [("data/runs/base/evaluate.json", "1" * 32)],  # evaluated at older code
+        "build_base": [("data/runs/base/build.json", "2" * 32)],        # not a run: not judged
+    }), encoding="utf-8")
+    assert outdated_runs(tmp_path) == {"default": {"train": 2, "evaluate": 1}}
+
+    # A study's record is judged against the params its workspace runs with (its preset, its arms).
+    rec = tmp_path / "studies" / "hint_copier"
+    rec.mkdir(parents=True)
+    (rec / "study.json").write_text(json.dumps({"preset": "hint_copier", "methods": ["rlvr"]}))
+    hinted = validate({**yaml.safe_load(PARAMS_FILE.read_text(encoding="utf-8")),
+                       "preset": "hint_copier", "methods": ["rlvr"]}, "t", "hint_copier")
+    at_head = run_file_md5s(hinted, ["rlvr"])[runs.format("rlvr", "train")]
+    (rec / "dvc.lock").write_text(lock({"train@rlvr-0": [(runs.format("rlvr", "train"), at_head)],
+                                        "train@rlvr-1": [(runs.format("rlvr", "train"), "3" * 32)]}))
+    got = outdated_runs(tmp_path)
+    assert got["hint_copier"] == {"train": 1, "evaluate": 0}
+    assert "default: 2 trainings, 1 evaluation; hint_copier: 1 training." in outdated_summary(got)
+    # Not a checkout of the lab: nothing to judge, no error.
+    assert outdated_runs(tmp_path / "studies") == {}
