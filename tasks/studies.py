@@ -69,6 +69,8 @@ _RECORDED = ("eval", "plots", "base_model_info.json")
 # writes `.plan.json` beside it), recorded as `times.json` and `times.plan.json`.
 TIMES_FILE = Path("reports") / "times" / "study.json"
 _TIMES = ((TIMES_FILE, "times.json"), (TIMES_FILE.with_suffix(".plan.json"), "times.plan.json"))
+# The files of an arm's run a record keeps (data/eval/<arm>/..., data/plots/<arm>/...).
+RESULT_FILES = ("metrics.json", "headline.json", "items.json", "train.json", "heldout.json", "test.json")
 CALLS_FILE = "times.calls.json"  # every call's times, in order, in the record
 # A study's own base (a preset or base seed that changes the base's inputs) goes into its record
 # too, in git like the default base of record: another CPU builds another base (docs/speed.md),
@@ -256,9 +258,9 @@ def record(study: dict, finished: bool, root: Path = ROOT) -> Path:
     for kind, names in (("eval", ["base", *study["methods"]]), ("plots", study["methods"])):
         for arm in names:
             for f in sorted((ws / "data" / kind / arm).rglob("*.json")):
-                if f.name in ("metrics.json", "headline.json", "items.json", "train.json", "heldout.json",
-                              "test.json"):
+                if f.name in RESULT_FILES:
                     _copy(f, staging / f.relative_to(ws))
+    kept_from_last_record(rec, staging, ws, study["methods"])
     for src, dst in _TIMES:
         _copy(ws / src, staging / dst)
     calls = recorded_calls(rec) + [{"commit": study.get("commit"), **{
@@ -271,6 +273,24 @@ def record(study: dict, finished: bool, root: Path = ROOT) -> Path:
     remove(rec)
     staging.rename(rec)
     return rec
+
+
+def kept_from_last_record(rec: Path, staging: Path, ws: Path, methods: list[str]) -> list[Path]:
+    """Copy into `staging` the last record's result files (the base's info, the arms' evaluations
+    and curves) that the workspace no longer has: DVC deletes a stage's outputs when it starts
+    it, so a call stopped while a stage re-ran (the base rebuilt, a run trained again) would
+    otherwise drop what the record held, while the lock it copies still names it. Returns the
+    files kept, relative to the record."""
+    kept = []
+    wanted = [Path("data") / "base_model_info.json"]
+    for kind, names in (("eval", ["base", *methods]), ("plots", methods)):
+        wanted += [f.relative_to(rec) for arm in names for f in sorted((rec / "data" / kind / arm).rglob("*.json"))
+                   if f.name in RESULT_FILES]
+    for rel in wanted:
+        if (rec / rel).is_file() and not (ws / rel).exists() and not (staging / rel).exists():
+            _copy(rec / rel, staging / rel)
+            kept.append(rel)
+    return kept
 
 
 def own_base(ws: Path, rec: Path, root: Path = ROOT) -> Path | None:

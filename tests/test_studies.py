@@ -363,3 +363,32 @@ def test_the_study_command_names_a_bad_preset_in_one_line() -> None:
     errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
     assert errors == ["error: study nope: preset 'nope' is not defined; presets with a study: "
                       f"{WITH_STUDY}"], r.stderr[-2000:]
+
+
+def test_a_call_stopped_while_a_stage_reran_keeps_what_the_last_record_held(repo) -> None:
+    """DVC deletes a stage's outputs when it starts it: a call stopped while the base was rebuilt
+    (or a run trained again) must not drop the base's info or that run from the record."""
+    info = studies.prepare("hint_copier", repo, log=lambda _: None)
+    ws = studies.workspace("hint_copier", repo)
+    write(ws / "data" / "base_model_info.json", {"parameters": 7})
+    for seed in (0, 1):
+        write(ws / "data" / "eval" / "rlme" / f"seed{seed}" / "metrics.json", {"arith/pass@1": seed / 10})
+        write(ws / "data" / "plots" / "rlme" / f"seed{seed}" / "train.json", [{"step": 0}])
+    rec = studies.record(info, finished=False, root=repo)
+    assert (rec / "data" / "base_model_info.json").is_file()
+
+    # The next call: the base's rebuild and rlme seed 1's retraining are stopped half way.
+    (ws / "data" / "base_model_info.json").unlink()
+    (ws / "data" / "eval" / "rlme" / "seed1" / "metrics.json").unlink()
+    shutil.rmtree(ws / "data" / "plots" / "rlme" / "seed1")
+    write(ws / "data" / "eval" / "rlme" / "seed0" / "metrics.json", {"arith/pass@1": 0.5})  # rerun, done
+    write(ws / "data" / "eval" / "dro" / "seed0" / "metrics.json", {"arith/pass@1": 0.9})   # not an arm
+    rec = studies.record(info, finished=False, root=repo)
+    assert json.loads((rec / "data" / "base_model_info.json").read_text()) == {"parameters": 7}
+    assert json.loads((rec / "data" / "eval" / "rlme" / "seed1" / "metrics.json").read_text()) == {
+        "arith/pass@1": 0.1}
+    assert (rec / "data" / "plots" / "rlme" / "seed1" / "train.json").is_file()
+    # What the call did finish replaces the record's; what is not an arm never enters it.
+    assert json.loads((rec / "data" / "eval" / "rlme" / "seed0" / "metrics.json").read_text()) == {
+        "arith/pass@1": 0.5}
+    assert not (rec / "data" / "eval" / "dro").exists()
