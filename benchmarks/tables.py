@@ -1,4 +1,5 @@
-"""The speed page's tables (docs/speed.md) and the GPU page's record (docs/gpu.md), generated
+"""The speed page's tables (docs/speed.md), the GPU page's record (docs/gpu.md) and the report
+page's rerun check (docs/report.md), generated
 from the committed benchmark records and logs, so that no measured number is typed into the docs.
 
     python -m benchmarks.tables            # rewrite the generated blocks of both pages
@@ -13,7 +14,9 @@ from the committed benchmark records and logs, so that no measured number is typ
   profiled with `generate`) against `benchmarks/results/profile_run.json` (the lab sampler), each
   with its own measured matmul peak;
 - `gpu_runs` (docs/gpu.md): the result lines of the GPU runs' logs in `benchmarks/results/gpu/`;
-- `study_times`: each recorded study's stage times (`studies/<study>/times.json`).
+- `study_times`: each recorded study's stage times (`studies/<study>/times.json`);
+- `rerun_record` (docs/report.md): recorded runs trained again at HEAD against their record
+  (`benchmarks/results/rerun_record.json`, `python -m benchmarks.rerun_record`).
 """
 
 from __future__ import annotations
@@ -168,9 +171,23 @@ def study_times_table(folder: Path | None = None) -> str:
             "other work (a CI rehearsal) took longer than it would alone.")
 
 
+def rerun_record_block(result: dict | None = None) -> str:
+    """docs/report.md: recorded runs trained again at HEAD against their record
+    (`benchmarks/results/rerun_record.json`, `python -m benchmarks.rerun_record`)."""
+    from benchmarks.rerun_record import table
+
+    result = result if result is not None else _load("rerun_record.json")
+    if not result or not result.get("runs"):
+        return "No rerun recorded yet (`python -m benchmarks.rerun_record rlvr/seed0`)."
+    return (table(result) + "\n\nFrom `benchmarks/results/rerun_record.json`: items identical means "
+            "every test item's record (`items.json`) of every task is the same; a metric differs "
+            "beyond 1e-6; the curve column is the training log's largest difference.")
+
+
 BLOCKS = {"sampling": sampling_table, "sampling_profile": sampling_profile_table,
-          "profile": profile_table, "gpu_runs": gpu_runs_block, "study_times": study_times_table}
-PAGES = (PAGE, ROOT / "docs" / "gpu.md")  # the pages holding generated blocks
+          "profile": profile_table, "gpu_runs": gpu_runs_block, "study_times": study_times_table,
+          "rerun_record": rerun_record_block}
+PAGES = (PAGE, ROOT / "docs" / "gpu.md", ROOT / "docs" / "report.md")  # the pages holding generated blocks
 
 
 def render(page: str) -> str:

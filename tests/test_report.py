@@ -664,3 +664,14 @@ def test_runs_recorded_with_code_head_has_changed_are_counted_per_study(tmp_path
     assert "default: 2 trainings, 1 evaluation; hint_copier: 1 training." in outdated_summary(got)
     # Not a checkout of the lab: nothing to judge, no error.
     assert outdated_runs(tmp_path / "studies") == {}
+
+
+def test_the_worked_examples_of_report_collect_pass() -> None:
+    """flows/ is outside the doctest paths of pyproject.toml; the reading half's examples still
+    run (the outdated-run count among them)."""
+    import doctest
+
+    from flows import report_collect
+
+    result = doctest.testmod(report_collect)
+    assert result.attempted > 0 and result.failed == 0
