@@ -114,7 +114,7 @@ def rerun(runs: list[tuple[str, int]], log=print) -> list[dict]:
 
 
 def table(record: dict) -> str:
-    rows = ["| run | recorded at | rerun at | items identical | metrics differing | largest curve difference |",
+    rows = ["| run | record last changed | rerun at | items identical | metrics differing | largest curve difference |",
             "|---|---|---|---|---|---|"]
     for r in record["runs"]:
         curve = max(r["curve_max_abs_diff"].items(), key=lambda kv: kv[1], default=None)
