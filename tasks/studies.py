@@ -255,11 +255,8 @@ def record(study: dict, finished: bool, root: Path = ROOT) -> Path:
     base = own_base(ws, rec, root)
     if base is not None:
         _copy(base, staging / BASE)
-    for kind, names in (("eval", ["base", *study["methods"]]), ("plots", study["methods"])):
-        for arm in names:
-            for f in sorted((ws / "data" / kind / arm).rglob("*.json")):
-                if f.name in RESULT_FILES:
-                    _copy(f, staging / f.relative_to(ws))
+    for rel in result_files(ws, study["methods"]):
+        _copy(ws / rel, staging / rel)
     kept_from_last_record(rec, staging, ws, study["methods"])
     for src, dst in _TIMES:
         _copy(ws / src, staging / dst)
@@ -275,6 +272,14 @@ def record(study: dict, finished: bool, root: Path = ROOT) -> Path:
     return rec
 
 
+def result_files(folder: Path, methods: list[str]) -> list[Path]:
+    """The arms' result files under a workspace or record `folder` (relative to it): the base's
+    and each arm's evaluations, each arm's curves."""
+    return [f.relative_to(folder) for kind, names in (("eval", ["base", *methods]), ("plots", methods))
+            for arm in names for f in sorted((folder / "data" / kind / arm).rglob("*.json"))
+            if f.name in RESULT_FILES]
+
+
 def kept_from_last_record(rec: Path, staging: Path, ws: Path, methods: list[str]) -> list[Path]:
     """Copy into `staging` the last record's result files (the base's info, the arms' evaluations
     and curves) that the workspace no longer has: DVC deletes a stage's outputs when it starts
@@ -282,11 +287,7 @@ def kept_from_last_record(rec: Path, staging: Path, ws: Path, methods: list[str]
     otherwise drop what the record held, while the lock it copies still names it. Returns the
     files kept, relative to the record."""
     kept = []
-    wanted = [Path("data") / "base_model_info.json"]
-    for kind, names in (("eval", ["base", *methods]), ("plots", methods)):
-        wanted += [f.relative_to(rec) for arm in names for f in sorted((rec / "data" / kind / arm).rglob("*.json"))
-                   if f.name in RESULT_FILES]
-    for rel in wanted:
+    for rel in [Path("data") / "base_model_info.json", *result_files(rec, methods)]:
         if (rec / rel).is_file() and not (ws / rel).exists() and not (staging / rel).exists():
             _copy(rec / rel, staging / rel)
             kept.append(rel)
