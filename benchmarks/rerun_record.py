@@ -2,7 +2,7 @@
 that the report counts (`flows/report_collect.py`, `outdated_runs`) change a run?
 
     python -m benchmarks.rerun_record rlvr/seed0            # one training, two evaluations
-    python -m benchmarks.rerun_record rlvr/seed0 rlme/seed1 --json benchmarks/results/rerun_record.json
+    python -m benchmarks.rerun_record rlme/seed0 r3/seed0   # runs of one seed train side by side
 
 For each run `<method>/seed<S>` of the default study, a git worktree of HEAD in a scratch folder
 runs the pipeline for that run alone (`python -m flows.pipeline --methods M --seeds S`: the base
@@ -10,7 +10,8 @@ of record is in git, so the run trains, then it and the base are evaluated), and
 compared with the ones committed here: each task's per-item record (`items.json`) identical or
 not, the metrics that differ by more than `TOL` (wall times left out), and the logged training
 curve's largest difference per column. The worktree is removed afterwards; nothing here changes.
-Writes the JSON record (default `benchmarks/results/rerun_record.json`) and prints a table.
+Writes the JSON record (default `benchmarks/results/rerun_record.json`; runs already in it that
+this call did not rerun are kept, each with the commit it was rerun at) and prints a table.
 """
 
 from __future__ import annotations
@@ -84,33 +85,57 @@ def _git(*args: str, cwd: Path = ROOT) -> str:
 
 
 def rerun(runs: list[tuple[str, int]], log=print) -> list[dict]:
-    """Each run trained and evaluated again in a scratch worktree of HEAD, compared with the record."""
+    """Each run trained and evaluated again in a scratch worktree of HEAD, compared with the record.
+    The runs of one seed go through one pipeline call (`--methods A B --seeds S`), so two of them
+    train side by side as in a study; `wall_seconds` is that call's."""
     out = []
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     logfile = Path(tempfile.mkstemp(prefix="rerun_record-", suffix=".log")[1])
+    by_seed: dict[int, list[str]] = {}
+    for method, seed in runs:
+        by_seed.setdefault(seed, []).append(method)
+    commit = _git("rev-parse", "--short=7", "HEAD")
     with tempfile.TemporaryDirectory(prefix="rerun-") as scratch:
         wt = Path(scratch) / "head"
         _git("worktree", "add", "--quiet", "--detach", str(wt), "HEAD")
         try:
-            for method, seed in runs:
+            for seed, methods in by_seed.items():
                 began = time.monotonic()
-                log(f"rerun_record: {method}/seed{seed} through the pipeline in {wt} (log: {logfile})")
+                names = " ".join(f"{m}/seed{seed}" for m in methods)
+                log(f"rerun_record: {names} through the pipeline in {wt} (log: {logfile})")
                 with open(logfile, "a", encoding="utf-8") as f:
-                    rc = subprocess.run([sys.executable, "-m", "flows.pipeline", "--methods", method,
+                    rc = subprocess.run([sys.executable, "-m", "flows.pipeline", "--methods", *methods,
                                          "--seeds", str(seed)], cwd=wt, env=env, stdout=f,
                                         stderr=subprocess.STDOUT).returncode
                 if rc != 0:
-                    raise SystemExit(f"rerun_record: the pipeline failed for {method}/seed{seed} (exit {rc})")
-                out.append({**compare(ROOT, wt, method, seed),
-                            "recorded_at": _git("log", "-1", "--format=%h", "--",
-                                                f"data/eval/{method}/seed{seed}/items.json"),
-                            "wall_seconds": round(time.monotonic() - began, 1)})
+                    raise SystemExit(f"rerun_record: the pipeline failed for {names} (exit {rc})")
+                wall = round(time.monotonic() - began, 1)
+                for method in methods:
+                    out.append({**compare(ROOT, wt, method, seed), "rerun_at": commit,
+                                "recorded_at": _git("log", "-1", "--format=%h", "--",
+                                                    f"data/eval/{method}/seed{seed}/items.json"),
+                                "wall_seconds": wall, "trained_beside": len(methods)})
             # Every call evaluates the base again too (its evaluation's code is the runs').
-            out.append({**compare(ROOT, wt, "base", None),
+            out.append({**compare(ROOT, wt, "base", None), "rerun_at": commit,
                         "recorded_at": _git("log", "-1", "--format=%h", "--", "data/eval/base/items.json")})
         finally:
             _git("worktree", "remove", "--force", str(wt))
     return out
+
+
+def merged(old: dict | None, new: list[dict]) -> list[dict]:
+    """The record's runs with `new` replacing the ones of the same name (a later rerun of a run
+    replaces its earlier one; the others are kept, each with the commit it was rerun at).
+
+    >>> old = {"commit": "aaaaaaa", "runs": [{"run": "rlvr/seed0"}, {"run": "base"}]}
+    >>> [(r["run"], r["rerun_at"]) for r in merged(old, [{"run": "rlme/seed0", "rerun_at": "bbbbbbb"},
+    ...                                                  {"run": "base", "rerun_at": "bbbbbbb"}])]
+    [('rlvr/seed0', 'aaaaaaa'), ('rlme/seed0', 'bbbbbbb'), ('base', 'bbbbbbb')]
+    """
+    kept = [{"rerun_at": (old or {}).get("commit", ""), **r} for r in (old or {}).get("runs", [])]
+    names = {r["run"] for r in new}
+    runs = [r for r in kept if r["run"] not in names] + list(new)
+    return sorted(runs, key=lambda r: r["run"] == "base")  # the base's line last
 
 
 def table(record: dict) -> str:
@@ -118,7 +143,8 @@ def table(record: dict) -> str:
             "|---|---|---|---|---|---|"]
     for r in record["runs"]:
         curve = max(r["curve_max_abs_diff"].items(), key=lambda kv: kv[1], default=None)
-        rows.append(f"| `{r['run']}` | `{r.get('recorded_at', '')}` | `{record['commit']}` | "
+        at = r.get("rerun_at", record.get("commit", ""))
+        rows.append(f"| `{r['run']}` | `{r.get('recorded_at', '')}` | `{at}` | "
                     f"{'yes' if r['items_identical'] else 'no: ' + ', '.join(r['tasks_differing'])} | "
                     f"{', '.join(r['metrics_differing']) or 'none'} | "
                     + (f"{curve[0]} {curve[1]:.1e}" if curve else "no curve") + " |")
@@ -137,7 +163,8 @@ def main() -> None:
         runs.append((m["method"], int(m["seed"])))
     if _git("status", "--porcelain", "--untracked-files=no"):
         ap.error("commit first: the worktree runs HEAD, and the record is compared with HEAD's files")
-    record = {"commit": _git("rev-parse", "--short=7", "HEAD"), "runs": rerun(runs)}
+    old = json.loads(args.json.read_text(encoding="utf-8")) if args.json.is_file() else None
+    record = {"commit": _git("rev-parse", "--short=7", "HEAD"), "runs": merged(old, rerun(runs))}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     print(table(record))
