@@ -237,7 +237,24 @@ def _profile_shape(name: str, model, tokenizer, enc, **kwargs) -> dict:
     kv_bytes, gflop = _floors(model, rows, prompt, steps)
     return {"name": name, "rows": rows, "prompt_tokens": prompt, "steps": steps,
             "seconds_per_step": round(seconds / steps, 5), "parts": group_profile(prof.events()),
-            "kv_bytes_per_step": kv_bytes, "matmul_gflop_per_step": gflop}
+            "kv_bytes_per_step": kv_bytes, "matmul_gflop_per_step": gflop,
+            **_step_floor(model, tokenizer, enc, **kwargs)}
+
+
+def _step_floor(model, tokenizer, enc, **kwargs) -> dict:
+    """Two reference times per step for the same batch: `generate`'s (the goal is a third of
+    it), and the lab sampler's on the batch's first row alone, same prompt length and steps:
+    the per-step cost that does not shrink with fewer rows (one pass of every op of the loop),
+    a floor no batching removes."""
+    one = {k: v[:1] for k, v in enc.items()}
+    out = {}
+    for key, fn, batch in (("hf_seconds_per_step", _hf, enc), ("one_row_seconds_per_step", _lab, one)):
+        fn(model, tokenizer, batch, **kwargs)  # warm-up
+        torch.manual_seed(0)
+        start = time.perf_counter()
+        o = fn(model, tokenizer, batch, **kwargs)
+        out[key] = round((time.perf_counter() - start) / max(1, o.shape[1] - batch["input_ids"].shape[1]), 5)
+    return out
 
 
 def run_profile(quick: bool, threads: int) -> dict:
@@ -256,7 +273,10 @@ def run_profile(quick: bool, threads: int) -> dict:
         _profile_shape(f"evaluate, greedy ({len(test)})", model, tokenizer, _encode(tokenizer, test),
                        max_new_tokens=ev.max_new_tokens, greedy=True, temperature=1.0),
     ]
-    return {"shapes": shapes, "quick": quick, "machine": _machine(model, threads), "threads": threads}
+    from benchmarks.profile_run import matmul_peak
+
+    return {"shapes": shapes, "quick": quick, "machine": _machine(model, threads), "threads": threads,
+            "matmul_peak_gflops": round(max(matmul_peak(threads).values()), 1)}
 
 
 def table(result: dict) -> str:
@@ -273,17 +293,24 @@ def profile_table(result: dict) -> str:
     """Per shape: rows, ms per step, each part's share of the self CPU time, and the two floors
     with the rates they imply (KV GB/s over attention's time, matmul GFLOP/s over the matmuls')."""
     lines = ["| shape | rows | ms/step | " + " | ".join(f"{label} %" for label in PARTS.values())
-             + " | KV MB/step | matmul GFLOP/step | attention GB/s | matmul GFLOP/s |",
-             "|---|---:|---:|" + "---:|" * len(PARTS) + "---:|---:|---:|---:|"]
+             + " | KV MB/step | matmul GFLOP/step | attention GB/s | matmul GFLOP/s"
+             + " | `generate` ms/step | goal ms/step | 1-row ms/step | floor ms/step |",
+             "|---|---:|---:|" + "---:|" * len(PARTS) + "---:|---:|---:|---:|---:|---:|---:|---:|"]
+    peak = result.get("matmul_peak_gflops")
     for s in result["shapes"]:
         sec, parts = s["seconds_per_step"], s["parts"]
         attention_s, matmul_s = sec * parts[_ATTENTION], sec * parts[_MATMUL]
         gbs = f"{s['kv_bytes_per_step'] / attention_s / 1e9:.1f}" if attention_s > 0 else ""
         gflops = f"{s['matmul_gflop_per_step'] / matmul_s:.1f}" if matmul_s > 0 else ""
+        hf, one = s.get("hf_seconds_per_step"), s.get("one_row_seconds_per_step")
+        # The floor: the 1-row step plus this step's matmuls at the machine's measured peak.
+        floor = None if one is None or not peak else one + s["matmul_gflop_per_step"] / peak
+        refs = " | ".join("" if v is None else f"{v * 1e3:.1f}"
+                          for v in (hf, None if hf is None else hf / 3, one, floor))
         lines.append(f"| {s['name']} | {s['rows']} | {sec * 1e3:.1f} | "
                      + " | ".join(f"{100 * parts.get(part, 0.0):.0f}" for part in PARTS)
                      + f" | {s['kv_bytes_per_step'] / 1e6:.1f} | {s['matmul_gflop_per_step']:.2f}"
-                     f" | {gbs} | {gflops} |")
+                     f" | {gbs} | {gflops} | {refs} |")
     return "\n".join(lines)
 
 

@@ -62,8 +62,13 @@ def sampling_profile_table(result: dict | None = None) -> str:
     m = result["machine"]
     return (f"{profile_table(result)}\n\nShares: self CPU time under `torch.profiler`, one call "
             "per shape; ms/step: one unprofiled call; attention GB/s and matmul GFLOP/s: the KV "
-            "MB and matmul GFLOP per step over that part's time. "
-            f"{m['cpu']}, {m['cores']} cores, {result.get('threads', m['threads'])} torch thread(s), "
+            "MB and matmul GFLOP per step over that part's time; `generate` ms/step: transformers' "
+            "`generate` on the same batch, and the goal a third of it; 1-row ms/step: the lab "
+            "sampler on the batch's first row alone (same prompt length and steps), the per-step "
+            "cost that fewer rows do not remove; floor: the 1-row time plus the step's matmul "
+            "GFLOP at this machine's fp32 matmul peak, measured by the same run"
+            + (f" ({result['matmul_peak_gflops']} GFLOP/s). " if result.get("matmul_peak_gflops") else ". ")
+            + f"{m['cpu']}, {m['cores']} cores, {result.get('threads', m['threads'])} torch thread(s), "
             f"torch {m['torch']}, a {m['parameters']:,}-parameter model"
             f"{' (--quick)' if result.get('quick') else ''}; `benchmarks/results/sampling_profile.json`.")
 

@@ -62,9 +62,23 @@ def test_the_block_renders_rows_and_shares() -> None:
         "shape": "rollout (32 rows)", "rows": "32", "ms/step": "4.0", "matmuls %": "50",
         "attention %": "25", "KV writes %": "5", "sampling %": "10", "elementwise %": "6",
         "row selection %": "0", "other %": "4", "KV MB/step": "2.0", "matmul GFLOP/step": "0.12",
-        "attention GB/s": "2.0", "matmul GFLOP/s": "60.0"}
+        "attention GB/s": "2.0", "matmul GFLOP/s": "60.0", "`generate` ms/step": "",
+        "goal ms/step": "", "1-row ms/step": "", "floor ms/step": ""}  # a record from before those columns: blank
     assert "1 torch thread(s)" in text and "(--quick)" in text
     assert text.rstrip().endswith("`benchmarks/results/sampling_profile.json`.")
+
+
+def test_the_goal_and_the_one_row_floor_are_rendered() -> None:
+    """The goal is a third of `generate`'s time per step; the 1-row time is the loop's fixed cost."""
+    record = {**RECORD, "matmul_peak_gflops": 60.0,
+              "shapes": [{**RECORD["shapes"][0], "hf_seconds_per_step": 0.012,
+                          "one_row_seconds_per_step": 0.0025}]}
+    header, _, row = tables.sampling_profile_table(record).splitlines()[:3]
+    cells = dict(zip([c.strip() for c in header.strip("|").split("|")],
+                     [c.strip() for c in row.strip("|").split("|")]))
+    # floor: 2.5 ms plus 0.12 GFLOP at 60 GFLOP/s (2 ms)
+    assert (cells["`generate` ms/step"], cells["goal ms/step"], cells["1-row ms/step"],
+            cells["floor ms/step"]) == ("12.0", "4.0", "2.5", "4.5")
 
 
 def test_a_missing_record_says_how_to_make_it(monkeypatch) -> None:
