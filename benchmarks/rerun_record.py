@@ -29,6 +29,7 @@ from pathlib import Path
 from core.params import ROOT
 
 TOL = 1e-6  # a float-order difference (another summation order) is not a different run
+CURVE_TOL = 1e-5  # a logged mean over a window of steps: float order moves it by about 1e-7
 TIMINGS = {"eval_seconds", "train_seconds"}
 RUN = re.compile(r"^(?P<method>[\w.-]+)/seed(?P<seed>\d+)$")
 OUT = ROOT / "benchmarks" / "results" / "rerun_record.json"
@@ -58,6 +59,12 @@ def compare(recorded: Path, rerun: Path, method: str, seed: int | None) -> dict:
     >>> r = compare(a, b, "m", 0)
     >>> r["items_identical"], r["tasks_differing"], r["metrics_differing"]
     (False, ['t'], {})
+    >>> for root, late in ((a, 0.5), (b, 0.6)):
+    ...     (root / "data/plots/m/seed0").mkdir(parents=True)
+    ...     _ = (root / "data/plots/m/seed0/train.json").write_text(json.dumps(
+    ...         [{"step": 5, "reward": 0.4}, {"step": 10, "reward": 0.4 + 1e-8}, {"step": 15, "reward": late}]))
+    >>> compare(a, b, "m", 0)["curve_first_differing_step"]
+    15.0
     """
     name = method if seed is None else f"{method}/seed{seed}"
     where = Path("data") / "eval" / name
@@ -70,14 +77,17 @@ def compare(recorded: Path, rerun: Path, method: str, seed: int | None) -> dict:
     curve: dict[str, float] = {}
     plots = Path("data") / "plots" / name / "train.json"
     old_c, new_c = (_read(recorded / plots) or [], _read(rerun / plots) or []) if seed is not None else ([], [])
+    first = None  # the first logged step whose reward differs beyond float order: where they part
     for old_row, new_row in zip(old_c, new_c):
         a, b = _numbers(old_row), _numbers(new_row)
         for k in set(a) & set(b):
             curve[k] = max(curve.get(k, 0.0), abs(a[k] - b[k]))
+        if first is None and abs(a.get("reward", 0.0) - b.get("reward", 0.0)) > CURVE_TOL:
+            first = a.get("step")
     return {"run": name, "found": old_items is not None and new_items is not None,
             "items_identical": old_items is not None and not differing, "tasks_differing": differing,
             "metrics_differing": metrics, "curve_rows": [len(old_c), len(new_c)],
-            "curve_max_abs_diff": {k: curve[k] for k in sorted(curve)}}
+            "curve_max_abs_diff": {k: curve[k] for k in sorted(curve)}, "curve_first_differing_step": first}
 
 
 def _git(*args: str, cwd: Path = ROOT) -> str:
@@ -147,7 +157,9 @@ def table(record: dict) -> str:
         rows.append(f"| `{r['run']}` | `{r.get('recorded_at', '')}` | `{at}` | "
                     f"{'yes' if r['items_identical'] else 'no: ' + ', '.join(r['tasks_differing'])} | "
                     f"{', '.join(r['metrics_differing']) or 'none'} | "
-                    + (f"{curve[0]} {curve[1]:.1e}" if curve else "no curve") + " |")
+                    + (f"{curve[0]} {curve[1]:.1e}" if curve else "no curve")
+                    + (f"; rewards part at step {r['curve_first_differing_step']:g}"
+                       if r.get("curve_first_differing_step") is not None else "") + " |")
     return "\n".join(rows)
 
 
