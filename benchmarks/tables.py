@@ -186,7 +186,9 @@ def rerun_record_block(result: dict | None = None) -> str:
         return "No rerun recorded yet (`python -m benchmarks.rerun_record rlvr/seed0`)."
     return (table(result) + "\n\nFrom `benchmarks/results/rerun_record.json`: items identical means "
             "every test item's record (`items.json`) of every task is the same; a metric differs "
-            "beyond 1e-6; the curve column is the training log's largest difference.")
+            "beyond 1e-6; the curve column is the training log's largest difference, and where the "
+            "two part, the first logged step whose mean reward differs beyond 1e-5 (a rerun "
+            "recorded before that column has none).")
 
 
 BLOCKS = {"sampling": sampling_table, "sampling_profile": sampling_profile_table,
