@@ -94,6 +94,28 @@ def test_rlme_variants_train_two_steps(micro, method):
         assert all("hybrid/rlme" in c for c in curve)
 
 
+@pytest.mark.parametrize("method", ["r3", "rlme"])
+def test_a_run_repeats_exactly_on_one_machine(micro, tmp_path, method):
+    """A reward that is a continuous function of the policy's probabilities (R3, RLME) passes a
+    float-order difference on to the update, so two machines' runs of one seed may part
+    (docs/report.md, "Does the code drift change a run?"); on one machine the same seed must give
+    the same run, bit for bit, or a rerun could never check a record."""
+    from models import grpo
+    from models.policy import load_policy
+
+    p, d, _ = micro
+    logs = []
+    for attempt in ("a", "b"):
+        model, tok = load_policy(d / "base", for_training=True)
+        g = p.method_grpo(method)
+        history = grpo.train(d / "base", task_rows(d / "prepared", "arith"),
+                             make_plan(p, method, p.seed, model, tok), g, seed=p.seed,
+                             output_dir=tmp_path / attempt, model=model, tokenizer=tok)
+        logs.append([{k: v for k, v in row.items() if "time" not in k and "per_second" not in k}
+                     for row in history])
+    assert len(logs[0]) >= 2 and logs[0] == logs[1]
+
+
 def test_judge_built_and_used_as_an_external_evaluator(micro):
     """The tiny world's judge trains on its own rows, then rlme_judge runs two GRPO steps with it."""
     from models import grpo
