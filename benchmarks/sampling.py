@@ -249,11 +249,9 @@ def _step_floor(model, tokenizer, enc, **kwargs) -> dict:
     one = {k: v[:1] for k, v in enc.items()}
     out = {}
     for key, fn, batch in (("hf_seconds_per_step", _hf, enc), ("one_row_seconds_per_step", _lab, one)):
-        fn(model, tokenizer, batch, **kwargs)  # warm-up
-        torch.manual_seed(0)
-        start = time.perf_counter()
-        o = fn(model, tokenizer, batch, **kwargs)
-        out[key] = round((time.perf_counter() - start) / max(1, o.shape[1] - batch["input_ids"].shape[1]), 5)
+        # `_timed`'s best of two: the first call is the warm-up.
+        seconds, tokens, _ = _timed(lambda enc, fn=fn, **kw: fn(model, tokenizer, enc, **kw), [batch], 2, **kwargs)
+        out[key] = round(seconds / max(1, tokens // batch["input_ids"].shape[0]), 5)
     return out
 
 
