@@ -117,8 +117,13 @@ def deepest_first(ready: list[str], depth: dict[str, int],
     trained models waiting for their evaluation. Among stages of one depth, the longest expected
     first (`expected`: seconds a stage took when last recorded; a stage never recorded counts as
     the longest): with two slots, a long training started last would run alone at the end.
-    Ties keep DAG order.
+    Ties keep DAG order. A ready stage outside the arms' matrix comes before them all: the base's
+    evaluation is short and every claim against the base reads it, so a study stopped half way
+    must not leave it behind trainings (measured: a second base's study stopped after 6 runs had
+    no evaluation of its new base, so no claim against that base could be read):
 
+    >>> deepest_first(["train@a-0", "evaluate_base"], {"train@a-0": 2, "evaluate_base": 1})
+    ['evaluate_base', 'train@a-0']
     >>> deepest_first(["train@a-1", "train@b-0", "evaluate@a-0"],
     ...               {"train@a-1": 1, "train@b-0": 1, "evaluate@a-0": 2})
     ['evaluate@a-0', 'train@a-1', 'train@b-0']
@@ -159,7 +164,7 @@ def deepest_first(ready: list[str], depth: dict[str, int],
         m = _MATRIX.match(stage)
         return m is not None and m["method"] in (started or set())
 
-    return sorted(ready, key=lambda s: (-depth[s], not begun(s), -cost(s)))
+    return sorted(ready, key=lambda s: (_MATRIX.match(s) is not None, -depth[s], not begun(s), -cost(s)))
 
 
 def recorded_seconds(folder: Path = ROOT / "reports" / "times") -> dict[str, float]:

@@ -391,3 +391,21 @@ def test_the_longest_recorded_training_starts_first(tmp_path) -> None:
     ready = [f"train@{m}-{s}" for m in ("rlvr", "rationale") for s in range(3)]
     assert deepest_first(ready, dict.fromkeys(ready, 1), seconds) == [
         "train@rationale-0", "train@rationale-1", "train@rationale-2", "train@rlvr-0", "train@rlvr-1", "train@rlvr-2"]
+
+
+def test_the_base_is_evaluated_before_the_next_training() -> None:
+    """Once the base is built, its evaluation (short, read by every claim against the base) starts
+    before any training of the real DAG, however deep the trainings sit: a study stopped half way
+    keeps its base's evaluation."""
+    from flows.pipeline import deepest_first, depths, select
+    from tasks.stages import stage_graph
+
+    graph = stage_graph()
+    order = select(graph)
+    depth = depths(graph, order)
+    done = {s for s in graph if not s.startswith(("train", "evaluate"))} - {"report"}
+    ready = [s for s in order if s not in done and s != "report" and graph[s] <= done]
+    assert "evaluate_base" in ready and any(s.startswith("train@") for s in ready)
+    # Every stage's last recorded time, the base's evaluation the shortest (as in reports/times/).
+    expected = {s: 90.0 if s == "evaluate_base" else 300.0 for s in ready}
+    assert deepest_first(ready, depth, expected)[0] == "evaluate_base"
