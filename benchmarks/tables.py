@@ -154,9 +154,10 @@ def study_times_table(folder: Path | None = None) -> str:
         study = json.loads((times.parent / "study.json").read_text())
         calls = study_calls(times.parent)
         stages = {k for t in calls for k in t["stages"]}
-        # What ran to its end: not what was up to date or kept its record, nor a stage a call
-        # stopped by hand left running.
-        idle = ("skip", "recorded", "not run", "running")
+        # What ran to its end: not what was up to date, kept its record or came back from DVC's
+        # run-cache (`restore`, seconds of a checkout: a resumed study restores the trainings its
+        # last call ran), nor a stage a call stopped by hand left running.
+        idle = ("skip", "recorded", "restore", "not run", "running")
         ran = [(k, v) for t in calls for k, v in t["stages"].items() if v["action"] not in idle]
         trainings = [v["seconds"] or 0 for k, v in ran if stage_kind(k) == "train"]  # train_extra@ too
         builds = [v["seconds"] or 0 for k, v in ran if k == "build_base"]

@@ -107,3 +107,11 @@ def test_the_study_times_table_counts_what_each_study_ran_and_adds_its_plans_cal
         {"commit": "abcdef0123", "times": second, "plan": None}]))
     table = tables.study_times_table(tmp_path)
     assert "| `kd.seed1` | `abcdef0` | 3 | 5 of 6 | 25 min | 3, 9.0 min each | 80 min | 2 |" in table
+
+    # A third call restores a training from DVC's run-cache: a checkout, not a training run.
+    third = {"wall_seconds": 60, "machine": {"cores": 2}, "stages": {
+        "train@a-2": {**stage, "seconds": 5.0, "action": "restore"}}}
+    calls = json.loads((rec / "times.calls.json").read_text())
+    (rec / "times.calls.json").write_text(json.dumps(calls + [{"commit": "abcdef0123", "times": third, "plan": None}]))
+    table = tables.study_times_table(tmp_path)
+    assert "| `kd.seed1` | `abcdef0` | 4 | 5 of 6 | 25 min | 3, 9.0 min each | 81 min | 2 |" in table
