@@ -589,7 +589,8 @@ def compare(runs: Runs, claim: Claim, treatment: str, control: str | None, notes
     short = [a for a in arms if not is_base(a) and len(pilot[a]) < PILOT]
     missing = [a for a in arms if is_base(a) and seeds[a] < 1]
     if short or missing:
-        cost = _cost({a: {s: arm_runs[a][s] for s in pilot[a]} for a in short}, {a: PILOT for a in short})
+        cost = _cost({a: {s: arm_runs[a][s] for s in pilot[a]} for a in short}, {a: PILOT for a in short},
+                     runs)
         return result(INCONCLUSIVE, "; ".join(
             [f"arm {a}: {len(pilot[a])} seed{'s' * (len(pilot[a]) != 1)} of the {PILOT} pilot seeds"
              for a in short]
@@ -631,7 +632,7 @@ def compare(runs: Runs, claim: Claim, treatment: str, control: str | None, notes
     if extra:
         basis += f"; {extra} run{'s' * (extra != 1)} beyond the planned {want} seeds per arm left out"
     if behind:
-        cost = _cost(arm_runs, behind)
+        cost = _cost(arm_runs, behind, runs)
         need = (f"{want} seeds per arm (" + ", ".join(f"{a} has {seeds[a]}" for a in behind) + ")"
                 + (f", {cost}" if cost else ""))
         return result(INCONCLUSIVE, f"{want} seeds per arm needed (the power rule, from the pilot)",
@@ -680,15 +681,21 @@ def _plan(rule, pilot: Sequence[np.ndarray], per_run: bool, minimum: int, cap: i
     return plan
 
 
-def _cost(arm_runs: Mapping[str, Mapping[int, RunFiles]], want: Mapping[str, int]) -> str:
-    """`6 more runs, about 1.5 CPU-h (train + evaluate, committed stage times)`, or the runs alone."""
+def _cost(arm_runs: Mapping[str, Mapping[int, RunFiles]], want: Mapping[str, int],
+          runs: Runs | None = None) -> str:
+    """`6 more runs, about 1.5 CPU-h (train + evaluate, committed stage times)`, or the runs alone.
+    An arm of another study with no stage time of its own (a second base's arm not yet run)
+    costs what the same method's runs of the default study cost (`runs`: every run read)."""
     more = {a: max(0, n - len(arm_runs.get(a, {}))) for a, n in want.items()}
     total_runs = sum(more.values())
     if not total_runs:
         return ""
-    seconds, covers = 0.0, set()
+    seconds, covers, borrowed = 0.0, set(), False
     for a, k in more.items():
         s, what = _seconds(list(arm_runs.get(a, {}).values()))
+        if s is None and runs and "/" in a:
+            s, what = _seconds([r for seed, r in runs.get(a.split("/", 1)[1], {}).items() if seed is not None])
+            borrowed = borrowed or (s is not None and bool(k))
         if not k:
             continue
         if s is None:
@@ -697,13 +704,16 @@ def _cost(arm_runs: Mapping[str, Mapping[int, RunFiles]], want: Mapping[str, int
         seconds += s * k
         covers.add(what)
     runs_ = f"{total_runs} more run{'s' * (total_runs != 1)}"
+    # An estimate, said so: another study's runs of the method (often on another machine).
+    borrowed_ = "; an arm with none of its own: its method's runs in the default study" if borrowed else ""
     if not seconds:
         return f"{runs_}; cost unknown (no committed stage time)"
     if covers == {"evaluate only"}:
-        return f"{runs_}, at least {_hours(seconds)} (their evaluations alone: no training time is committed)"
+        return (f"{runs_}, at least {_hours(seconds)} (their evaluations alone: no training time is "
+                f"committed{borrowed_})")
     # A part of the cost unrecorded (no training time, or an arm with none) makes it a lower bound.
     bound = "about" if covers == {"train + evaluate"} else "at least"
-    return f"{runs_}, {bound} {_hours(seconds)} ({', '.join(sorted(covers))}: committed stage times)"
+    return f"{runs_}, {bound} {_hours(seconds)} ({', '.join(sorted(covers))}: committed stage times{borrowed_})"
 
 
 def check(runs: Runs, claim: Claim, pre: Precondition, notes: list[str], resamples: int = RESAMPLES,
@@ -964,7 +974,7 @@ def plan_cost(runs: Runs, study: str, plan: Mapping[str, int]) -> str:
     """What the plan's runs not yet made cost, from the arms' committed stage times."""
     prefix = f"{study}/" if study else ""
     arm_runs = {a: {s: r for s, r in runs.get(prefix + a, {}).items() if s is not None} for a in plan}
-    return _cost(arm_runs, plan) or "nothing to run"
+    return _cost(arm_runs, plan, runs) or "nothing to run"
 
 
 def claims_json(found: Sequence[Verdict], notes: Sequence[str]) -> dict:

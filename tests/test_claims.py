@@ -502,6 +502,31 @@ def test_the_cost_of_more_seeds_reads_a_studys_committed_stage_times(tmp_path) -
     assert needs().endswith("(their evaluations alone: no training time is committed)")
 
 
+def test_an_arm_not_yet_run_on_a_second_base_costs_what_its_method_costs_in_the_default_study(tmp_path) -> None:
+    """A second base's arm with no run (so no stage time) is priced from the same method's runs
+    of the default study, and the text says so; without them its cost stays unknown."""
+    study = tmp_path / "studies" / "s"
+    t, c = items_world(shift=0.08, noise=0.2, seeds=3)
+    arms(study / "data", {}, c)                                  # s/t: not one run yet
+    some = claim(min_effect=0.1)
+    some = cl.Claim(some.id, some.paper, some.figure, some.statement, (("s/t", "s/c"),), KEY, "greater",
+                    min_effect=0.1)
+
+    def needs() -> str:
+        data = tmp_path / "data"
+        [v], _ = cl.verdicts(rep.with_studies(collect(data), data).runs, [some])
+        return v.needs
+
+    assert needs() == "the 3 pilot seeds of s/t (3 more runs; cost unknown (no committed stage time))"
+    arms(tmp_path / "data", t, {})                               # the default study's t: 3 runs
+    for seed in range(3):
+        path = tmp_path / "data" / "eval" / "t" / f"seed{seed}" / "metrics.json"
+        write(path, {**json.loads(path.read_text()), "eval_seconds": 1200.0})
+    assert needs() == ("the 3 pilot seeds of s/t (3 more runs, at least 1.0 CPU-h (their evaluations alone: "
+                       "no training time is committed; an arm with none of its own: its method's runs in "
+                       "the default study))")
+
+
 def test_a_failed_precondition_makes_the_claim_not_tested(tmp_path) -> None:
     """The setting cannot show the claim: RLME does not learn to copy (its cheat rate is below the
     base's), so the nocheat comparison is not a test of it, whatever its interval."""
