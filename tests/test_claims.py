@@ -469,6 +469,19 @@ def test_a_preset_study_decides_its_claim_and_the_report_lists_what_is_still_nee
     assert "<ul class='needed'>" in page and "(the hint_copier study&#x27;s base)" in page
 
 
+def study_needs(root: Path):
+    """What the claim `s/t` beats `s/c` (arms of study `s` under `root/studies`) still needs, read
+    as the report reads it: a callable, so a test can change the files between readings."""
+    some = cl.Claim("x", "000", "Fig. 0", "t beats c", (("s/t", "s/c"),), KEY, "greater", min_effect=0.1)
+
+    def needs() -> str:
+        data = root / "data"
+        [v], _ = cl.verdicts(rep.with_studies(collect(data), data).runs, [some])
+        return v.needs
+
+    return needs
+
+
 def test_the_cost_of_more_seeds_reads_a_studys_committed_stage_times(tmp_path) -> None:
     """A study's record holds no run.json; its stage times (times.json, times.plan.json for the
     seeds the plan added) give the training's share of what the seeds still needed cost. A stage
@@ -480,14 +493,7 @@ def test_the_cost_of_more_seeds_reads_a_studys_committed_stage_times(tmp_path) -
         for seed in range(3):
             path = study / "data" / "eval" / arm / f"seed{seed}" / "metrics.json"
             write(path, {**json.loads(path.read_text()), "eval_seconds": 100.0})
-    some = claim(min_effect=0.1)
-    some = cl.Claim(some.id, some.paper, some.figure, some.statement, (("s/t", "s/c"),), KEY, "greater",
-                    min_effect=0.1)
-
-    def needs() -> str:
-        data = tmp_path / "data"
-        [v], _ = cl.verdicts(rep.with_studies(collect(data), data).runs, [some])
-        return v.needs
+    needs = study_needs(tmp_path)
 
     assert needs().endswith("14 more runs, at least 0.4 CPU-h (their evaluations alone: no training "
                             "time is committed)")   # 14 × 100 s
@@ -508,14 +514,7 @@ def test_an_arm_not_yet_run_on_a_second_base_costs_what_its_method_costs_in_the_
     study = tmp_path / "studies" / "s"
     t, c = items_world(shift=0.08, noise=0.2, seeds=3)
     arms(study / "data", {}, c)                                  # s/t: not one run yet
-    some = claim(min_effect=0.1)
-    some = cl.Claim(some.id, some.paper, some.figure, some.statement, (("s/t", "s/c"),), KEY, "greater",
-                    min_effect=0.1)
-
-    def needs() -> str:
-        data = tmp_path / "data"
-        [v], _ = cl.verdicts(rep.with_studies(collect(data), data).runs, [some])
-        return v.needs
+    needs = study_needs(tmp_path)
 
     assert needs() == "the 3 pilot seeds of s/t (3 more runs; cost unknown (no committed stage time))"
     arms(tmp_path / "data", t, {})                               # the default study's t: 3 runs
