@@ -692,12 +692,12 @@ def _cost(arm_runs: Mapping[str, Mapping[int, RunFiles]], want: Mapping[str, int
         return ""
     seconds, covers, borrowed = 0.0, set(), False
     for a, k in more.items():
+        if not k:
+            continue
         s, what = _seconds(list(arm_runs.get(a, {}).values()))
         if s is None and runs and "/" in a:
             s, what = _seconds([r for seed, r in runs.get(a.split("/", 1)[1], {}).items() if seed is not None])
-            borrowed = borrowed or (s is not None and bool(k))
-        if not k:
-            continue
+            borrowed = borrowed or s is not None
         if s is None:
             covers.add("some arms without a recorded stage time")
             continue
