@@ -807,17 +807,25 @@ def record_study(preset: str, study: dict, finished: bool) -> str:
 @flow(name="study", log_prints=True)
 def study(preset: str, seeds: list[int] | None = None, force: bool = False,
           max_parallel: int | None = None, threads_per_stage: int | None = None,
-          extend: bool = True) -> str:
+          extend: bool = True, methods: list[str] | None = None) -> str:
     """A preset's own study (its arms, on its own base where the preset changes it) in
     `.studies/<preset>`, recorded in `studies/<preset>/` (tasks/studies.py); partial progress is
     recorded too. `<study>.seed<N>`:
-    that study's arms on a second base. Its pipeline runs the claims' plan unless `extend` is off."""
+    that study's arms on a second base. Its pipeline runs the claims' plan unless `extend` is off.
+    `methods` / `seeds`: only those of its arms (the runs one claim needs); the record keeps the
+    others' runs and stays partial."""
     from tasks import studies
 
+    if methods:
+        arms = studies.study_arms(preset, ROOT)[0]
+        if not set(methods) <= set(arms):
+            raise ParamsError(f"--methods {sorted(set(methods) - set(arms))} are not arms of the "
+                              f"study {preset}; its arms: {arms}")
     info = prepare_study(preset)
     args = [f"--{k.replace('_', '-')}={v}" for k, v in (("max_parallel", max_parallel),
                                                           ("threads", threads_per_stage)) if v]
     args += ["--seeds", *map(str, seeds)] if seeds else []
+    args += ["--methods", *methods] if methods else []
     # Its stage times, recorded beside its results (studies/<name>/times.json), seeds chosen or not.
     args += ["--times-file", str(studies.workspace(preset, ROOT) / studies.TIMES_FILE)]
     args += ["--force"] if force else []
@@ -826,7 +834,7 @@ def study(preset: str, seeds: list[int] | None = None, force: bool = False,
     # are unchanged rather than training them again for their checkpoints.
     args += ["--keep-recorded"]
     rc = run_study_pipeline(preset, args)
-    rec = record_study(preset, info, rc == 0)
+    rec = record_study(preset, info, rc == 0 and not methods and not seeds)
     if rc != 0:
         raise st.StageFailed(f"study {preset}: its pipeline failed (exit {rc}); what finished "
                              f"is recorded in {rec}")
@@ -905,19 +913,20 @@ def main() -> None:
 
 def run_studies(args: argparse.Namespace) -> int:
     """`--study P [P ...]`: each preset's study in turn (a failed one does not stop the next)."""
-    if args.methods or args.stages or args.quick:
-        print("error: --study runs the preset's own arms (presets.<preset>.methods); "
-              "--methods, --stages and --quick do not apply", file=sys.stderr)
+    if args.stages or args.quick:
+        print("error: --study runs the preset's own arms (presets.<preset>.methods; --methods "
+              "picks some of them); --stages and --quick do not apply", file=sys.stderr)
         return st.USER_ERROR_EXIT
     failed = []
     for preset in study_names(args.study, args.base_seed):
         state = study(preset, seeds=args.seeds, force=args.force, max_parallel=args.max_parallel,
-                      threads_per_stage=args.threads, extend=not args.no_extend, return_state=True)
+                      threads_per_stage=args.threads, extend=not args.no_extend,
+                      methods=args.methods, return_state=True)
         if not state.is_completed():
             message = _exception_text(state.message or state.name)
             print(f"error: study {preset}: {message}", file=sys.stderr)
             failed.append((preset, message))
-    if any("ParamsError" in m or "not defined" in m or "names no arms" in m
+    if any("ParamsError" in m or "not defined" in m or "names no arms" in m or "not arms of" in m
            or "runs in this workspace" in m for _, m in failed):
         return st.USER_ERROR_EXIT
     return 1 if failed else 0

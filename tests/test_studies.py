@@ -355,9 +355,17 @@ def test_the_study_command_names_a_bad_preset_in_one_line() -> None:
     import sys
 
     run = [sys.executable, "-m", "flows.pipeline"]
-    r = subprocess.run([*run, "--study", "hint_copier", "--methods", "rlvr"], cwd=ROOT,
+    r = subprocess.run([*run, "--study", "hint_copier", "--stages", "report"], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "error: --study runs the preset's own arms" in r.stderr
+    # --methods picks some of the study's arms (the runs one claim needs), never another arm:
+    # refused before its workspace is touched.
+    r = subprocess.run([*run, "--study", "hint_copier", "--methods", "rlvr", "dro"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300)
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert r.returncode == 2 and errors == [
+        "error: study hint_copier: --methods ['dro'] are not arms of the study hint_copier; "
+        f"its arms: {studies.study_arms('hint_copier', ROOT)[0]}"], r.stderr[-2000:]
     r = subprocess.run([*run, "--study", "nope"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 2, r.stderr[-2000:]
     errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
