@@ -893,13 +893,23 @@ def second_base(runs: Runs, first: Verdict, notes: list[str], resamples: int = R
     agrees with the first base's verdict; `not run` while no arm of it has a run there."""
     mapped = on_second_base(first.claim, base_seed)
     studies = sorted({study_of(a) for a in (*mapped.arms, *mapped.precondition_arms)})
-    out: dict = {"studies": studies, "verdict": NOT_RUN}
+    out: dict = {"studies": studies, "verdict": NOT_RUN, "short_of_pilot": []}
+    if first.claim.blocked:
+        return out
     # A claim's trained arms decide whether it ran there (the base is evaluated first); a claim
     # on the base alone (r3_resists_dilution) ran once that base is evaluated.
     arms = [a for a in mapped.arms if not is_base(a)] or list(mapped.arms)
-    if first.claim.blocked or not any(runs.get(a) for a in arms):
+    v = verdict(runs, mapped, notes, resamples, seed) if any(runs.get(a) for a in arms) else None
+    # The trained arms still short of their pilot seeds there (stale runs not counted): what its
+    # study runs next; a trained precondition arm first, as the plan runs them (`seed_plan`).
+    held = v is not None and all(p.status == HOLDS for p in v.preconditions)
+    first_arms = [a for a in mapped.precondition_arms if not is_base(a)]
+    wanted = first_arms if first_arms and not held else [*mapped.arms, *mapped.precondition_arms]
+    out["short_of_pilot"] = sorted({a for a in wanted if not is_base(a) and sum(
+        s is not None and 0 <= s < PILOT and not getattr(r, "stale", "")
+        for s, r in (runs.get(a) or {}).items()) < PILOT})
+    if v is None:
         return out
-    v = verdict(runs, mapped, notes, resamples, seed)
     x = v.comparisons[0]
     return {**out, "verdict": v.verdict, "reason": v.reason, "needs": v.needs,
             "agrees": v.verdict == first.verdict, "diff": _round(x.difference),

@@ -352,7 +352,16 @@ def second_base_cell(v: Verdict) -> list[str]:
 def runs_needed(found: list[Verdict]) -> list[tuple[str, list[str]]]:
     """What the claims still lack seeds for, as the power rule plans them (`seed_plan`): (the
     command that runs it, its arms with the seeds found and planned), the default study's arms in
-    one command, then one per preset study. Blocked claims need no runs."""
+    one command, then one per preset study, then one per second-base study for the arms short of
+    their pilot seeds there (`second_base`'s `short_of_pilot`). Blocked claims need no runs.
+
+    >>> from evals.claims import CLAIMS
+    >>> [(cmd, arms)] = runs_needed([Verdict(CLAIMS[0], (), "reproduced", "", second={
+    ...     "verdict": "not run", "short_of_pilot": ["default.seed1/rlvr", "default.seed1/rlme"]})])
+    >>> print(cmd); print(arms)
+    python -m flows.pipeline --study default.seed1 --no-extend --methods rlme rlvr
+    ['default.seed1/rlme (pilot)', 'default.seed1/rlvr (pilot)']
+    """
     have: dict[str, int] = {}
     for v in found:
         if v.claim.blocked:
@@ -371,6 +380,11 @@ def runs_needed(found: list[Verdict]) -> list[tuple[str, list[str]]]:
     for preset in sorted({a.split("/")[0] for a in short if "/" in a}):
         out.append((f"python -m flows.pipeline --study {preset}",
                     [line(a) for a in short if a.startswith(f"{preset}/")]))
+    second = sorted({a for v in found for a in (v.second or {}).get("short_of_pilot", [])})
+    for study in sorted({a.split("/")[0] for a in second}):
+        arms = [a for a in second if a.split("/")[0] == study]
+        out.append((f"python -m flows.pipeline --study {study} --no-extend --methods "
+                    + " ".join(a.split("/")[1] for a in arms), [f"{a} (pilot)" for a in arms]))
     return out
 
 
@@ -526,7 +540,8 @@ def claims_readme(every: Collected, collapse: CollapseConfig) -> str:
                      f"**{v.verdict}**", second[0]])
     parts = [_markdown(["claim", "paper", "difference [95% interval]", "verdict", "second base"], rows)]
     if needed := runs_needed(found):
-        parts.append("Runs still needed for a verdict (seeds planned by the power rule): "
+        parts.append("Runs still needed for a verdict (seeds planned by the power rule; on a "
+                     "second base, its pilot first): "
                      + "; ".join(f"`{cmd}`" for cmd, _ in needed) + ".")
     record = alarms_.score(every, collapse)
     parts.append(f"Collapse alarms over the same runs: {alarms_.counts(record)} (their error rates "

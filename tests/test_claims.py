@@ -461,7 +461,10 @@ def test_a_preset_study_decides_its_claim_and_the_report_lists_what_is_still_nee
     needed = summary.split("Runs still needed for a verdict:")[1].split("\n\n")[1].splitlines()
     assert needed[0].startswith("- `make study ARGS='--methods ")
     assert "rlme (1 of 3 seeds)" in needed[0] and "r3_gate (0 of 3 seeds)" in needed[0]
-    assert not any("hint_copier" in line for line in needed)  # decided: nothing left to run there
+    assert not any("--study hint_copier`" in line for line in needed)  # decided: nothing left to run there
+    # ... but on its second base, not run yet: the pilot of the precondition's arms first.
+    assert ("- `python -m flows.pipeline --study hint_copier.seed1 --no-extend --methods rlme rlvr`: "
+            "hint_copier.seed1/rlme (pilot), hint_copier.seed1/rlvr (pilot)") in needed
     # Preconditions first: the anchored arms wait until unanchored long RLME is shown to hack.
     assert "- `python -m flows.pipeline --study weak_evaluator`: weak_evaluator/rlme_long (0 of 3 seeds)" in needed
     assert not any("rlme_gt10_long" in line for line in needed)
@@ -617,6 +620,34 @@ def test_the_second_base_is_never_pooled_with_a_stale_or_other_base(tmp_path) ->
     [v], _ = cl.verdicts(runs, (claim(min_effect=0.1),))
     assert v.verdict == cl.REPRODUCED
     assert v.second["verdict"] == cl.INCONCLUSIVE and "different bases" in v.second["reason"]
+
+
+def test_a_second_base_names_the_pilot_runs_it_lacks_and_the_command_that_runs_them(tmp_path) -> None:
+    """Each claim's second base lists its trained arms short of their pilot seeds there (a stale
+    run does not count; a trained precondition arm first, as the plan runs it), and the report's
+    "runs still needed" gives the one command per study that runs only those arms."""
+    from dataclasses import replace
+
+    data = tmp_path / "data"
+    t, c = items_world(shift=0.3, seeds=3)
+    arms(data, t, c)
+    second = tmp_path / "studies" / "default.seed1" / "data"
+    arms(second, t, c)
+    runs = {k: dict(v) for k, v in rep.with_studies(collect(data), data).runs.items()}
+    runs["default.seed1/c"] = {0: runs["default.seed1/c"][0],
+                               1: replace(runs["default.seed1/c"][1], stale="trained from base b")}
+    [v], _ = cl.verdicts(runs, (claim(min_effect=0.1),))
+    assert v.second["short_of_pilot"] == ["default.seed1/c"]
+    assert ("python -m flows.pipeline --study default.seed1 --no-extend --methods c",
+            ["default.seed1/c (pilot)"]) in rep.runs_needed([v])
+    # With a precondition on a trained arm not yet run there, that arm alone comes first.
+    gated = claim(min_effect=0.1, preconditions=(cl.Precondition("p rises", "p", None, KEY),))
+    [v], _ = cl.verdicts(runs, (gated,))
+    assert v.second["short_of_pilot"] == ["default.seed1/p"]
+    # Every pilot there (and the first base's): nothing to run.
+    runs["default.seed1/c"] = rep.with_studies(collect(data), data).runs["default.seed1/c"]
+    [v], _ = cl.verdicts(runs, (claim(min_effect=0.1),))
+    assert v.second["short_of_pilot"] == [] and rep.runs_needed([v]) == []
 
 
 def test_second_base_names() -> None:
