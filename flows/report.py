@@ -68,6 +68,7 @@ from evals.claims import (
     is_base,
     per_seed,
     seed_plan,
+    study_of,
     verdicts,
 )
 from evals.stats import snap
@@ -381,10 +382,10 @@ def runs_needed(found: list[Verdict]) -> list[tuple[str, list[str]]]:
         out.append((f"python -m flows.pipeline --study {preset}",
                     [line(a) for a in short if a.startswith(f"{preset}/")]))
     second = sorted({a for v in found for a in (v.second or {}).get("short_of_pilot", [])})
-    for study in sorted({a.split("/")[0] for a in second}):
-        arms = [a for a in second if a.split("/")[0] == study]
+    for study in sorted({study_of(a) for a in second}):
+        arms = [a for a in second if study_of(a) == study]
         out.append((f"python -m flows.pipeline --study {study} --no-extend --methods "
-                    + " ".join(a.split("/")[1] for a in arms), [f"{a} (pilot)" for a in arms]))
+                    + " ".join(a.rpartition("/")[2] for a in arms), [f"{a} (pilot)" for a in arms]))
     return out
 
 
