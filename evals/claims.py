@@ -890,7 +890,8 @@ def second_base(runs: Runs, first: Verdict, notes: list[str], resamples: int = R
                 seed: int = SEED, base_seed: int = SECOND_BASE_SEED) -> dict:
     """Whether the claim holds on the second base: its verdict computed by the same rule on the
     second base's runs alone, the first comparison's difference and interval, and whether it
-    agrees with the first base's verdict; `not run` while no arm of it has a run there."""
+    agrees with the first base's verdict (None while either is inconclusive: an undecided base
+    neither agrees nor differs); `not run` while no arm of it has a run there."""
     mapped = on_second_base(first.claim, base_seed)
     studies = sorted({study_of(a) for a in (*mapped.arms, *mapped.precondition_arms)})
     out: dict = {"studies": studies, "verdict": NOT_RUN, "short_of_pilot": []}
@@ -912,7 +913,8 @@ def second_base(runs: Runs, first: Verdict, notes: list[str], resamples: int = R
         return out
     x = v.comparisons[0]
     return {**out, "verdict": v.verdict, "reason": v.reason, "needs": v.needs,
-            "agrees": v.verdict == first.verdict, "diff": _round(x.difference),
+            "agrees": (v.verdict == first.verdict if INCONCLUSIVE not in (v.verdict, first.verdict)
+                       else None), "diff": _round(x.difference),
             "ci": None if x.low is None else [_round(x.low), _round(x.high)],
             "comparisons": [{"treatment": c.treatment, "control": c.control, "seeds": c.seeds,
                              "diff": _round(c.difference), "verdict": c.verdict,

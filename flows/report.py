@@ -332,7 +332,8 @@ def claim_cells(v: Verdict) -> list[list[str]]:
 
 def second_base_cell(v: Verdict) -> list[str]:
     """The claim on the second base (evals/claims.py, `second_base`): its verdict, the first
-    comparison's difference and interval, and whether it agrees with the first base's; `not run`.
+    comparison's difference and interval, and whether it agrees with the first base's (said only
+    when both are decided: "inconclusive" on either base is neither); `not run`.
 
     >>> from evals.claims import CLAIMS
     >>> second_base_cell(Verdict(CLAIMS[0], (), "inconclusive", "", second={"verdict": "not run"}))
@@ -340,6 +341,9 @@ def second_base_cell(v: Verdict) -> list[str]:
     >>> second_base_cell(Verdict(CLAIMS[0], (), "reproduced", "", second={"verdict": "reproduced",
     ...     "diff": -0.02, "ci": [-0.05, 0.01], "agrees": True}))
     ['reproduced', '−0.020 [−0.050, +0.010]', 'agrees']
+    >>> second_base_cell(Verdict(CLAIMS[0], (), "reproduced", "", second={
+    ...     "verdict": "inconclusive", "agrees": None}))
+    ['inconclusive']
     """
     second = v.second or {"verdict": NOT_RUN}
     if second["verdict"] == NOT_RUN:
@@ -347,7 +351,9 @@ def second_base_cell(v: Verdict) -> list[str]:
     diff, ci = second.get("diff"), second.get("ci")
     number = ([f"{_signed(diff)} [{_signed(ci[0])}, {_signed(ci[1])}]"] if diff is not None and ci
               else [f"{_signed(diff)}"] if diff is not None else [])
-    return [second["verdict"], *number, "agrees" if second.get("agrees") else "differs from the first base"]
+    agrees = second.get("agrees")
+    return [second["verdict"], *number,
+            *([] if agrees is None else ["agrees" if agrees else "differs from the first base"])]
 
 
 def runs_needed(found: list[Verdict]) -> list[tuple[str, list[str]]]:

@@ -578,6 +578,25 @@ def test_each_claim_is_decided_again_on_the_second_base_alone(tmp_path) -> None:
     assert rep.second_base_cell(v)[-1] == "differs from the first base"
 
 
+def test_an_undecided_second_base_neither_agrees_nor_differs(tmp_path) -> None:
+    """First base reproduced, second base inconclusive (its gain sits on the bound it must
+    clear): the report says the second base's verdict and nothing about agreement; saying it
+    "differs from the first base" would read as a contradiction the runs do not show."""
+    data = tmp_path / "data"
+    t, c = items_world(shift=0.3, seeds=3)
+    arms(data, t, c)
+    second = tmp_path / "studies" / "default.seed1" / "data"
+    t2, c2 = items_world(shift=0.1, seeds=3, noise=0.2, seed=1)
+    arms(second, t2, c2)
+    runs = rep.with_studies(collect(data), data).runs
+    [v], _ = cl.verdicts(runs, (claim(min_effect=0.1),))
+    assert v.verdict == cl.REPRODUCED
+    assert v.second["verdict"] == cl.INCONCLUSIVE and v.second["agrees"] is None
+    cell = rep.second_base_cell(v)
+    assert cell[0] == cl.INCONCLUSIVE and "agrees" not in cell
+    assert "differs from the first base" not in cell
+
+
 def test_a_claim_on_the_base_alone_is_decided_on_the_second_base_once_it_is_evaluated(tmp_path) -> None:
     """r3_resists_dilution's kind: one arm, the base, against 0. The second base's evaluation
     alone decides it there (before, such a claim stayed `not run` for want of a trained arm)."""
