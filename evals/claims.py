@@ -900,12 +900,21 @@ def second_base(runs: Runs, first: Verdict, notes: list[str], resamples: int = R
     # A claim's trained arms decide whether it ran there (the base is evaluated first); a claim
     # on the base alone (r3_resists_dilution) ran once that base is evaluated.
     arms = [a for a in mapped.arms if not is_base(a)] or list(mapped.arms)
-    v = verdict(runs, mapped, notes, resamples, seed) if any(runs.get(a) for a in arms) else None
+    ran = any(runs.get(a) for a in arms)
+    # Preconditions first, as on the first base: one read from that base's evaluation alone
+    # (lcs_beats_direct's "the base produces keyword dumps") can fail before any arm trains
+    # there, and then the claim is not tested there and its arms need no pilot.
+    v = verdict(runs, mapped, notes, resamples, seed) if ran or any(
+        runs.get(a) for a in mapped.precondition_arms) else None
+    if v is not None and not ran and v.verdict != NOT_TESTED:
+        v = None
     # The trained arms still short of their pilot seeds there (stale runs not counted): what its
-    # study runs next; a trained precondition arm first, as the plan runs them (`seed_plan`).
+    # study runs next; a trained precondition arm first, as the plan runs them (`seed_plan`);
+    # nothing once a precondition failed there.
     held = v is not None and all(p.status == HOLDS for p in v.preconditions)
     first_arms = [a for a in mapped.precondition_arms if not is_base(a)]
-    wanted = first_arms if first_arms and not held else [*mapped.arms, *mapped.precondition_arms]
+    wanted = ([] if v is not None and v.verdict == NOT_TESTED else
+              first_arms if first_arms and not held else [*mapped.arms, *mapped.precondition_arms])
     out["short_of_pilot"] = sorted({a for a in wanted if not is_base(a) and sum(
         s is not None and 0 <= s < PILOT and not getattr(r, "stale", "")
         for s, r in (runs.get(a) or {}).items()) < PILOT})

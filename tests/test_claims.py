@@ -621,6 +621,42 @@ def test_a_claim_on_the_base_alone_is_decided_on_the_second_base_once_it_is_eval
     assert v.second["verdict"] == cl.NOT_RUN
 
 
+def test_a_precondition_on_the_second_base_alone_decides_not_tested_before_any_arm_trains(tmp_path) -> None:
+    """lcs_beats_direct's kind: a precondition read from the base's evaluation ("the base
+    produces keyword dumps"). Failed on the second base, the claim is not tested there with no
+    trained arm and no pilot to run; held, the claim waits for its arms' pilot (`not run`)."""
+    rng = np.random.default_rng(0)
+    data = tmp_path / "data"
+    t, c = items_world(shift=0.3, seeds=3)
+    arms(data, t, c)
+    second = tmp_path / "studies" / "default.seed1" / "data"
+    gated = claim(min_effect=0.1, preconditions=(
+        cl.Precondition("the base scores", "base", None, KEY, min_effect=0.1),))
+    for folder, shift in ((data, 0.3), (second, 0.0)):
+        scores = np.clip(shift + rng.normal(0, 0.02, 80), -1, 1)
+        write(folder / "eval" / "base" / "metrics.json", {KEY: float(scores.mean())})
+        write(folder / "eval" / "base" / "items.json", {"arith": {
+            "headline": "pass@1", "ids": [f"arith-test-{i:05d}" for i in range(80)],
+            "metrics": {"pass@1": [float(x) for x in scores]}}})
+    runs = rep.with_studies(collect(data), data).runs
+    assert not runs.get("default.seed1/t") and not runs.get("default.seed1/c")
+    [v], _ = cl.verdicts(runs, (gated,))
+    assert v.verdict == cl.REPRODUCED
+    assert v.second["verdict"] == cl.NOT_TESTED and v.second["short_of_pilot"] == []
+    assert v.second["preconditions"][0]["status"] == cl.FAILS
+    assert rep.runs_needed([v]) == []
+    # The same base scoring well there: the precondition holds, and the arms' pilot comes next.
+    scores = np.clip(0.3 + rng.normal(0, 0.02, 80), -1, 1)
+    write(second / "eval" / "base" / "items.json", {"arith": {
+        "headline": "pass@1", "ids": [f"arith-test-{i:05d}" for i in range(80)],
+        "metrics": {"pass@1": [float(x) for x in scores]}}})
+    write(second / "eval" / "base" / "metrics.json", {KEY: float(scores.mean())})
+    runs = rep.with_studies(collect(data), data).runs
+    [v], _ = cl.verdicts(runs, (gated,))
+    assert v.second["verdict"] == cl.NOT_RUN
+    assert v.second["short_of_pilot"] == ["default.seed1/c", "default.seed1/t"]
+
+
 def test_the_second_base_is_never_pooled_with_a_stale_or_other_base(tmp_path) -> None:
     """A second-base study whose runs stand on two bases (its dvc.lock says so) refuses the
     comparison, like the first base: inconclusive, "different bases"."""
