@@ -162,9 +162,10 @@ def study_times_table(folder: Path | None = None) -> str:
         trainings = [v["seconds"] or 0 for k, v in ran if stage_kind(k) == "train"]  # train_extra@ too
         builds = [v["seconds"] or 0 for k, v in ran if k == "build_base"]
         base = sum(builds) if builds else None
+        mean = f", {sum(trainings) / len(trainings) / 60:.1f} min each" if trainings else ""
         rows.append(f"| `{times.parent.name}` | `{study['commit'][:7]}` | {len(calls)} | "
                     f"{len({k for k, _ in ran})} of {len(stages)} | {'' if base is None else f'{base / 60:.0f} min'} | "
-                    f"{len(trainings)}, {(sum(trainings) / len(trainings) / 60) if trainings else 0:.1f} min each | "
+                    f"{len(trainings)}{mean} | "
                     f"{sum(t['wall_seconds'] for t in calls) / 60:.0f} min | {calls[0]['machine']['cores']} |")
     if not rows:
         return "_No study has recorded its times yet (a study records them from this version on)._"

@@ -115,3 +115,11 @@ def test_the_study_times_table_counts_what_each_study_ran_and_adds_its_plans_cal
     (rec / "times.calls.json").write_text(json.dumps(calls + [{"commit": "abcdef0123", "times": third, "plan": None}]))
     table = tables.study_times_table(tmp_path)
     assert "| `kd.seed1` | `abcdef0` | 4 | 5 of 6 | 25 min | 3, 9.0 min each | 81 min | 2 |" in table
+
+    # A call stopped after its base (a precondition read from the base alone failed): no
+    # training ran, and the table says so without a mean of nothing.
+    (rec / "times.calls.json").write_text(json.dumps([{"commit": "abcdef0123", "plan": None, "times": {
+        "wall_seconds": 1800, "machine": {"cores": 2}, "stages": {
+            "build_base": {**stage, "seconds": 1500.0}, "evaluate_base": {**stage, "seconds": 60.0}}}}]))
+    table = tables.study_times_table(tmp_path)
+    assert "| `kd.seed1` | `abcdef0` | 1 | 2 of 2 | 25 min | 0 | 30 min | 2 |" in table
