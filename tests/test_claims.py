@@ -37,6 +37,14 @@ def write_run(data: Path, method: str, seed: int, scores, items: bool = True, or
                          "metrics": {"pass@1": [scores[i] for i in order], "pass@k": [1.0] * len(order)}}})
 
 
+def write_base(data: Path, scores: np.ndarray) -> None:
+    """The base's evaluation: per-item arith pass@1 `scores` and their mean."""
+    write(data / "eval" / "base" / "metrics.json", {KEY: float(scores.mean())})
+    write(data / "eval" / "base" / "items.json", {"arith": {
+        "headline": "pass@1", "ids": [f"arith-test-{i:05d}" for i in range(len(scores))],
+        "metrics": {"pass@1": [float(x) for x in scores]}}})
+
+
 def arms(data: Path, treatment: np.ndarray, control: np.ndarray, **kw) -> None:
     """Arms `t` and `c`, one run per row of the (seeds, items) arrays."""
     for name, table in (("t", treatment), ("c", control)):
@@ -603,11 +611,7 @@ def test_a_claim_on_the_base_alone_is_decided_on_the_second_base_once_it_is_eval
     rng = np.random.default_rng(0)
     data, second = tmp_path / "data", tmp_path / "studies" / "default.seed1" / "data"
     for folder, shift in ((data, 0.3), (second, 0.0)):
-        scores = np.clip(shift + rng.normal(0, 0.02, 80), -1, 1)
-        write(folder / "eval" / "base" / "metrics.json", {KEY: float(scores.mean())})
-        write(folder / "eval" / "base" / "items.json", {"arith": {
-            "headline": "pass@1", "ids": [f"arith-test-{i:05d}" for i in range(80)],
-            "metrics": {"pass@1": [float(x) for x in scores]}}})
+        write_base(folder, np.clip(shift + rng.normal(0, 0.02, 80), -1, 1))
     on_base = cl.Claim("x", "000", "Fig. 0", "the base beats 0", (("base", None),), KEY, "greater",
                        min_effect=0.1)
     runs = rep.with_studies(collect(data), data).runs
@@ -633,11 +637,7 @@ def test_a_precondition_on_the_second_base_alone_decides_not_tested_before_any_a
     gated = claim(min_effect=0.1, preconditions=(
         cl.Precondition("the base scores", "base", None, KEY, min_effect=0.1),))
     for folder, shift in ((data, 0.3), (second, 0.0)):
-        scores = np.clip(shift + rng.normal(0, 0.02, 80), -1, 1)
-        write(folder / "eval" / "base" / "metrics.json", {KEY: float(scores.mean())})
-        write(folder / "eval" / "base" / "items.json", {"arith": {
-            "headline": "pass@1", "ids": [f"arith-test-{i:05d}" for i in range(80)],
-            "metrics": {"pass@1": [float(x) for x in scores]}}})
+        write_base(folder, np.clip(shift + rng.normal(0, 0.02, 80), -1, 1))
     runs = rep.with_studies(collect(data), data).runs
     assert not runs.get("default.seed1/t") and not runs.get("default.seed1/c")
     [v], _ = cl.verdicts(runs, (gated,))
@@ -646,11 +646,7 @@ def test_a_precondition_on_the_second_base_alone_decides_not_tested_before_any_a
     assert v.second["preconditions"][0]["status"] == cl.FAILS
     assert rep.runs_needed([v]) == []
     # The same base scoring well there: the precondition holds, and the arms' pilot comes next.
-    scores = np.clip(0.3 + rng.normal(0, 0.02, 80), -1, 1)
-    write(second / "eval" / "base" / "items.json", {"arith": {
-        "headline": "pass@1", "ids": [f"arith-test-{i:05d}" for i in range(80)],
-        "metrics": {"pass@1": [float(x) for x in scores]}}})
-    write(second / "eval" / "base" / "metrics.json", {KEY: float(scores.mean())})
+    write_base(second, np.clip(0.3 + rng.normal(0, 0.02, 80), -1, 1))
     runs = rep.with_studies(collect(data), data).runs
     [v], _ = cl.verdicts(runs, (gated,))
     assert v.second["verdict"] == cl.NOT_RUN
