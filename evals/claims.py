@@ -929,7 +929,8 @@ def second_base(runs: Runs, first: Verdict, notes: list[str], resamples: int = R
                              "diff": _round(c.difference), "verdict": c.verdict,
                              "ci": None if c.low is None else [_round(c.low), _round(c.high)]}
                             for c in v.comparisons],
-            "preconditions": [{"what": p.what, "status": p.status} for p in v.preconditions]}
+            "preconditions": [{"what": p.what, "status": p.status, "detail": p.detail}
+                              for p in v.preconditions]}
 
 
 def seed_plan(found: Sequence[Verdict]) -> dict[str, int]:

@@ -57,9 +57,11 @@ from core.cli import parser, run_main
 from core.io import read_json, write_json
 from core.params import Params, load
 from evals.claims import (
+    FAILS,
     INCONCLUSIVE,
     MEASURES,
     NOT_RUN,
+    NOT_TESTED,
     PILOT,
     RULE,
     Comparison,
@@ -333,7 +335,9 @@ def claim_cells(v: Verdict) -> list[list[str]]:
 def second_base_cell(v: Verdict) -> list[str]:
     """The claim on the second base (evals/claims.py, `second_base`): its verdict, the first
     comparison's difference and interval, and whether it agrees with the first base's (said only
-    when both are decided: "inconclusive" on either base is neither); `not run`.
+    when both are decided: "inconclusive" on either base is neither); `not run`. A claim not
+    tested there names the precondition that failed there, with what was measured (its arms
+    named without their study when it has one).
 
     >>> from evals.claims import CLAIMS
     >>> second_base_cell(Verdict(CLAIMS[0], (), "inconclusive", "", second={"verdict": "not run"}))
@@ -344,15 +348,29 @@ def second_base_cell(v: Verdict) -> list[str]:
     >>> second_base_cell(Verdict(CLAIMS[0], (), "reproduced", "", second={
     ...     "verdict": "inconclusive", "agrees": None}))
     ['inconclusive']
+    >>> second_base_cell(Verdict(CLAIMS[0], (), "not tested", "", second={
+    ...     "verdict": "not tested", "agrees": True, "studies": ["hint_copier.seed1"], "preconditions": [
+    ...         {"what": "RLME learns to copy", "status": "fails", "detail":
+    ...          "hint_copier.seed1/rlme − hint_copier.seed1/base -0.252 [-0.295, -0.208]"},
+    ...         {"what": "RLVR learns to copy", "status": "undecided", "detail": "4 seeds needed"}]}))
+    ['not tested', 'precondition fails: RLME learns to copy (rlme − base -0.252 [-0.295, -0.208])', 'agrees']
     """
     second = v.second or {"verdict": NOT_RUN}
     if second["verdict"] == NOT_RUN:
         return [NOT_RUN]
+    studies = second.get("studies") or []
+
+    def short(text: str) -> str:
+        return text.replace(f"{studies[0]}/", "") if len(studies) == 1 else text
+
+    failed = [f"precondition fails: {p['what']} ({short(p['detail'])})" if p.get("detail")
+              else f"precondition fails: {p['what']}" for p in second.get("preconditions", [])
+              if second["verdict"] == NOT_TESTED and p["status"] == FAILS]
     diff, ci = second.get("diff"), second.get("ci")
     number = ([f"{_signed(diff)} [{_signed(ci[0])}, {_signed(ci[1])}]"] if diff is not None and ci
               else [f"{_signed(diff)}"] if diff is not None else [])
     agrees = second.get("agrees")
-    return [second["verdict"], *number,
+    return [second["verdict"], *number, *failed,
             *([] if agrees is None else ["agrees" if agrees else "differs from the first base"])]
 
 

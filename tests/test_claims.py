@@ -644,6 +644,12 @@ def test_a_precondition_on_the_second_base_alone_decides_not_tested_before_any_a
     assert v.verdict == cl.REPRODUCED
     assert v.second["verdict"] == cl.NOT_TESTED and v.second["short_of_pilot"] == []
     assert v.second["preconditions"][0]["status"] == cl.FAILS
+    # What was measured there is recorded, and the report's second-base cell names it.
+    detail = v.second["preconditions"][0]["detail"]
+    assert detail.startswith("default.seed1/base ") and "excludes +0.1" in detail
+    cell = rep.second_base_cell(v)
+    assert cell[0] == cl.NOT_TESTED
+    assert cell[1] == f"precondition fails: the base scores ({detail.removeprefix('default.seed1/')})"
     assert rep.runs_needed([v]) == []
     # The same base scoring well there: the precondition holds, and the arms' pilot comes next.
     write_base(second, np.clip(0.3 + rng.normal(0, 0.02, 80), -1, 1))
