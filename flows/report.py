@@ -445,7 +445,10 @@ def claims_html(found: list[Verdict], notes: Sequence[str] = ()) -> str:
     body = []
     for v in found:
         cells = claim_cells(v)
-        tds = ["<td>" + "<br>".join(esc(line) for line in cell) + "</td>" for cell in cells[:-1]]
+        # The second base's measured precondition reads as the verdict cell's reasons do: muted.
+        tds = ["<td>" + "<br>".join(f"<span class='muted'>{esc(line)}</span>"
+                                    if line.startswith("precondition ") else esc(line)
+                                    for line in cell) + "</td>" for cell in cells[:-1]]
         verdict, *why = cells[-1]
         tds.append(f"<td class='verdict'><b>{esc(verdict)}</b><br><span class='muted'>"
                    + "<br>".join(esc(line) for line in why) + "</span></td>")

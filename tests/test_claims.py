@@ -3,6 +3,7 @@ bootstrap's determinism and pairing, bad per-item files, and the report's claims
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
@@ -650,6 +651,7 @@ def test_a_precondition_on_the_second_base_alone_decides_not_tested_before_any_a
     cell = rep.second_base_cell(v)
     assert cell[0] == cl.NOT_TESTED
     assert cell[1] == f"precondition fails: the base scores ({detail.removeprefix('default.seed1/')})"
+    assert f"<span class='muted'>{html.escape(cell[1])}</span>" in rep.claims_html([v])
     assert rep.runs_needed([v]) == []
     # The same base scoring well there: the precondition holds, and the arms' pilot comes next.
     write_base(second, np.clip(0.3 + rng.normal(0, 0.02, 80), -1, 1))
