@@ -284,6 +284,12 @@ def _interval(c: Comparison) -> str:
     return f"{_signed(c.difference)} [{_signed(c.low)}, {_signed(c.high)}]"
 
 
+def _without_study(text: str, study: str) -> str:
+    """`text` with the arms of `study` named without it (`hint_copier/rlme` -> `rlme`); as is
+    when `study` is ''."""
+    return text.replace(f"{study}/", "") if study else text
+
+
 def claim_cells(v: Verdict) -> list[list[str]]:
     """A claim's table cells, each a list of lines: claim (and its setting), paper, arms, metric,
     difference [95% interval] (one line per comparison, then the test and what was resampled),
@@ -300,7 +306,7 @@ def claim_cells(v: Verdict) -> list[list[str]]:
         return arm.removeprefix(f"{setting}/") if setting else arm
 
     def short(text: str) -> str:
-        return text.replace(f"{setting}/", "") if setting else text
+        return _without_study(text, setting)
 
     def head(x: Comparison) -> str:
         return (x.label or f"{name(x.treatment)} − {name(x.control)}") + ": "
@@ -359,13 +365,11 @@ def second_base_cell(v: Verdict) -> list[str]:
     if second["verdict"] == NOT_RUN:
         return [NOT_RUN]
     studies = second.get("studies") or []
-
-    def short(text: str) -> str:
-        return text.replace(f"{studies[0]}/", "") if len(studies) == 1 else text
-
-    failed = [f"precondition fails: {p['what']} ({short(p['detail'])})" if p.get("detail")
-              else f"precondition fails: {p['what']}" for p in second.get("preconditions", [])
-              if second["verdict"] == NOT_TESTED and p["status"] == FAILS]
+    study = studies[0] if len(studies) == 1 else ""
+    failed = [f"precondition fails: {p['what']}"
+              + (f" ({_without_study(p['detail'], study)})" if p.get("detail") else "")
+              for p in second.get("preconditions", []) if p["status"] == FAILS
+              ] if second["verdict"] == NOT_TESTED else []
     diff, ci = second.get("diff"), second.get("ci")
     number = ([f"{_signed(diff)} [{_signed(ci[0])}, {_signed(ci[1])}]"] if diff is not None and ci
               else [f"{_signed(diff)}"] if diff is not None else [])
