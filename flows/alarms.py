@@ -55,7 +55,9 @@ its rule fixed before any run was scored against it:
 
 - with a test curve (`data/plots/<run>/test.json`: the test split evaluated at each checkpoint,
   recorded beside the held-out curve and read by nothing else) of at least ``MIN_EVALS``
-  evaluations: the rule above (`label_run`) on that curve, and its **course**: *improved, then
+  evaluations, starting at step 0 (a curve without its start, left by a run resumed before the
+  curve was saved with its checkpoints, is left out by `flows/report_collect.py` with a note):
+  the rule above (`label_run`) on that curve, and its **course**: *improved, then
   collapsed* when the curve's maximum is at least ``DELTA`` above its first evaluation (the base),
   else *never improved*;
 - otherwise, from the two test evaluations every committed run has, the study's base

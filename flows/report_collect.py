@@ -142,6 +142,13 @@ def collect(data_dir: Path = paths.DATA, order: Sequence[str] = (), folder: str 
             # The test split at each checkpoint: read by the independent collapse label only
             # (flows/alarms.py), never by an alarm.
             run.test = [r for r in _read(plots / "test.json", list, notes) or [] if isinstance(r, dict)]
+            if run.test and run.test[0].get("step") != 0:
+                # Resumed before the test curve was checkpointed with the held-out state
+                # (models/callbacks.py): its first point is not the base, so a label's course or
+                # a rise-then-fall read from it would be wrong. Left out; the endpoints stand in.
+                notes.append(f"{paths.run_key(method, seed)}: test curve starts at step "
+                             f"{run.test[0].get('step')}, not at the base (a resumed run); left out")
+                run.test = []
             summary = _read(_under(data_dir, paths.checkpoint_dir(method, seed)) / "run.json", dict, notes)
             run.summary = summary
             events = (summary or {}).get("collapse_events") or []

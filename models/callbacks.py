@@ -10,15 +10,14 @@ On N ranks (docs/multiprocess.md) every rank calls the callback at the same step
 process alone evaluates, keeps the monitor and the best weights and writes the files, and its
 early-stop verdict is broadcast so that every rank stops at the same step.
 
-A run that resumes from a checkpoint keeps its held-out history and collapse monitor: each saved
-checkpoint gets `heldout_state/checkpoint-<N>.json` (history, monitor, best step), read back by
-`restore`. The
-best weights live under `<output_dir>/.best`, which no DVC output owns, and `publish_best` links
-them into `best_dir` at the end; so `dvc repro` deleting `best/` before re-running a finished
-stage loses nothing. A new best is swapped in atomically: it is written whole into a folder of its
-own, `.best/v<step>`, and the symlink `.best/current` is then replaced by one pointing at it (a
-rename over a symlink is atomic), so a kill at any point leaves the previous best whole and
-current. Removing `.best` removes every version.
+A run that resumes from a checkpoint keeps its held-out history, its test curve and its collapse
+monitor: each saved checkpoint gets `heldout_state/checkpoint-<N>.json` (history, test curve,
+monitor, best step), read back by `restore`. The best weights live under `<output_dir>/.best`,
+which no DVC output owns, and `publish_best` links them into `best_dir` at the end; so `dvc repro`
+deleting `best/` before re-running a finished stage loses nothing. A new best is swapped in
+atomically: it is written whole into a folder of its own, `.best/v<step>`, and the symlink
+`.best/current` is then replaced by one pointing at it (a rename over a symlink is atomic), so a
+kill at any point leaves the previous best whole and current. Removing `.best` removes every version.
 """
 
 from __future__ import annotations
@@ -233,7 +232,8 @@ class HeldoutCallback(TrainerCallback):
             if f.name != "config"}
         if monitor is not None:
             monitor["events"] = [dataclasses.asdict(e) for e in self.monitor.events]
-        return {"history": self.history, "last_step": self._last_step, "monitor": monitor}
+        return {"history": self.history, "label_history": self.label_history,
+                "last_step": self._last_step, "monitor": monitor}
 
     @staticmethod
     def state_path(checkpoint: Path) -> Path:
@@ -250,6 +250,10 @@ class HeldoutCallback(TrainerCallback):
             return False
         data = json.loads(path.read_text())
         self.history, self._last_step = data["history"], data["last_step"]
+        # The test curve (the collapse label's) resumes too; a state file written before it was
+        # saved has none, and the curve of such a run lacks the steps before the checkpoint
+        # (flows/report_collect.py leaves a curve that does not start at step 0 out).
+        self.label_history = data.get("label_history", [])
         if self.monitor is not None and data.get("monitor"):
             for name, value in data["monitor"].items():
                 setattr(self.monitor, name, value)

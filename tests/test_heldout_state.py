@@ -39,11 +39,13 @@ REWARDS = {s: 0.1 * s for s in SCORES}
 
 
 def _callback(out: Path) -> HeldoutCallback:
-    """The callback under test; `_drive` sets `next_score`, the held-out score it will see."""
+    """The callback under test; `_drive` sets `next_score`, the held-out score it will see (the
+    test split's, the collapse label's curve, is that score minus 0.05)."""
     cb = HeldoutCallback(lambda model: {"arith/pass@1": cb.next_score}, every=2,
                          headline="arith/pass@1",
                          monitor=CollapseMonitor(CollapseConfig(patience=2, min_drop=0.1)),
-                         best_dir=out / "best")
+                         best_dir=out / "best",
+                         label_fn=lambda model: {"arith/pass@1": cb.next_score - 0.05})
     return cb
 
 
@@ -83,10 +85,15 @@ def test_resume_restores_history_monitor_and_best(tmp_path):
     second = _callback(resumed)
     assert second.restore(resumed / "checkpoint-4")
     assert [h["step"] for h in second.history] == [0, 2, 4]
+    assert [h["step"] for h in second.label_history] == [0, 2, 4]
     assert second.monitor.best_step == 4 and second.monitor.steps == [0, 2, 4]
     _drive(second, resumed, [6, 8, 10], FakeModel())
 
     assert _comparable(second.history) == _comparable(full.history)
+    # The test curve is whole from the base on (once, it restarted at the checkpoint: a resumed
+    # run's curve began at step 75 and its "first evaluation" was not the base).
+    assert second.label_history == full.label_history
+    assert [h["step"] for h in second.label_history] == sorted(SCORES)
     assert second.monitor.events == full.monitor.events
     assert (second.monitor.best_step, second.monitor.best_heldout) == (4, 0.8)
 
@@ -113,6 +120,21 @@ def test_state_is_written_before_the_checkpoint_and_kept_beside_it(tmp_path):
     assert path == tmp_path / "heldout_state" / "checkpoint-4.json"
     data = json.loads(path.read_text())
     assert [h["step"] for h in data["history"]] == [0, 2, 4] and data["last_step"] == 4
+    assert [h["step"] for h in data["label_history"]] == [0, 2, 4]
+
+
+def test_a_state_file_without_a_test_curve_restores_the_rest(tmp_path):
+    """A state file written before the test curve was saved with it: the held-out history and the
+    monitor come back, the test curve starts at the checkpoint (the reader leaves it out)."""
+    cb = _callback(tmp_path)
+    _drive(cb, tmp_path, [0, 2, 4], FakeModel())
+    path = HeldoutCallback.state_path(tmp_path / "checkpoint-4")
+    data = json.loads(path.read_text())
+    del data["label_history"]
+    path.write_text(json.dumps(data))
+    again = _callback(tmp_path)
+    assert again.restore(tmp_path / "checkpoint-4")
+    assert [h["step"] for h in again.history] == [0, 2, 4] and again.label_history == []
 
 
 def test_a_checkpoint_without_state_restarts_the_history_and_says_so(tmp_path, caplog):

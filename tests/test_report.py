@@ -238,6 +238,23 @@ def test_missing_files_are_noted_not_fatal(tmp_path) -> None:
     assert all(r["first"] for s, t in zip(specs, titles) if t.startswith("train: ") for r in s["data"]["values"])
 
 
+def test_a_test_curve_that_does_not_start_at_the_base_is_left_out_and_noted(tmp_path) -> None:
+    """A run resumed before the test curve was checkpointed kept only the points after the resume:
+    its first point is not the base, so the label's course and a rise-then-fall would read a wrong
+    start. The reader leaves such a curve out (the label falls back to the test endpoints) and says
+    so; a whole curve is kept."""
+    data = make_data(tmp_path, metrics={"rlvr": {0: METRICS["rlvr"][0], 1: METRICS["rlvr"][0]}},
+                     events={})
+    whole = [{"step": s, "arith/pass@1": 0.3 + 0.001 * s} for s in (0, 25, 50, 75)]
+    write(data / "plots" / "rlvr" / "seed0" / "test.json", whole)
+    write(data / "plots" / "rlvr" / "seed1" / "test.json", whole[2:])
+    collected = rep.collect(data)
+    assert collected.runs["rlvr"][0].test == whole
+    assert collected.runs["rlvr"][1].test == []
+    assert [n for n in collected.notes if "test curve" in n] == [
+        "rlvr/seed1: test curve starts at step 50, not at the base (a resumed run); left out"]
+
+
 def test_an_empty_data_folder_gives_an_empty_report(tmp_path) -> None:
     out = tmp_path / "reports"
     assert rep.build(out, tmp_path / "nothing-here") == {}

@@ -102,6 +102,9 @@ def test_kill_minus_9_then_rerun_resumes(repo, tmp_path):
     for record in summary["heldout"]:
         assert all(math.isfinite(v) for k, v in record.items()
                    if not k.startswith("train/") and isinstance(v, (int, float))), record
+    # So is the test split's curve, the collapse label's (saved with the held-out state).
+    test_curve = json.loads((plots / "test.json").read_text())
+    assert [h["step"] for h in test_curve] == list(range(0, STEPS + 1, 4))
     # The curve is whole (restored from the checkpoint's log history) ...
     curve = json.loads((plots / "train.json").read_text())
     assert [c["step"] for c in curve] == list(range(1, STEPS + 1))
