@@ -408,7 +408,8 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
     named in `stages`), not what they depend on. `times_file`: where to record each stage's wall
     time and what it did (a result of record, committed: docs/speed.md). The whole study
     (nothing selected) with `extend` runs the pilot first, then the seeds the claims plan from
-    it, then the report (`extend_by_plan`; their times in `<times_file>.plan.json`).
+    it, then the report (`extend_by_plan`; their times in `<times_file>.plan.json`); with
+    `methods` alone, the same for those arms.
     `keep_recorded` (local executor; a study's resumed call): a run whose results of record are
     current keeps them instead of training again for its checkpoint (`tasks.stages.recorded`).
     The times file is rewritten as each stage ends, so a call stopped by hand keeps them.
@@ -422,10 +423,11 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
     fixed = threads_per_stage or cfg.threads_per_stage  # None: share the cores (`share_cores`)
     timeout = stage_timeout_s or cfg.stage_timeout_s
     graph = st.stage_graph(ROOT)
-    by_plan = extend and methods is None and seeds is None and stages is None
+    # By plan: the whole study, or the arms `methods` names (their planned seeds only).
+    by_plan = extend and seeds is None and stages is None
     # By plan: the pilot first (every stage but the planned seeds', the report's and, in a
-    # preset study, the arms that wait for their claim's preconditions).
-    waiting = waiting_arms(params) if by_plan else set()
+    # preset study, the arms that wait for their claim's preconditions, unless `methods` names them).
+    waiting = (waiting_arms(params) - set(methods or ())) if by_plan else set()
     roots = [s for s in graph if not is_extra(s) and s != "report"] if by_plan else stages
     order = select(graph, methods, seeds, roots, {*waiting, *(leave_out or [])})
     need = {s: gpus_needed(s, params) for s in order}
@@ -540,7 +542,7 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
         still = set(waiting)  # the arms that wait, fewer as their preconditions hold
 
         def plan() -> list[str]:
-            added = extend_by_plan(params, logger.info, waiting=still)
+            added = extend_by_plan(params, logger.info, waiting=still, methods=methods)
             still.difference_update(arm_of(s) for s in added)
             return added
 
@@ -600,19 +602,27 @@ def is_extra(stage: str) -> bool:
 
 
 def extend_by_plan(params: Params, log=print, write: bool = True,
-                   waiting: Collection[str] = ()) -> list[str]:
+                   waiting: Collection[str] = (), methods: Collection[str] | None = None) -> list[str]:
     """The claims' plan for this workspace's study from its pilot seeds (tasks/studies.py,
     `plan`): logged with its cost, written as params `extra_runs` (unless `write` is False: a dry
     run); returns the planned seeds' stages, and the pilot stages of the arms the pilot left
-    out (`waiting`) that the plan now gives seeds (their claim's preconditions hold)."""
+    out (`waiting`) that the plan now gives seeds (their claim's preconditions hold). With
+    `methods` (`--methods`), the plan of those arms only: the other arms' `extra_runs` stay as
+    params has them, and only the named arms' stages are returned."""
     from tasks import studies
 
     name = studies.study_name(ROOT)
-    planned, extra, cost = study_plan(ROOT, name, list(params.methods), list(params.seeds))
+    arms = list(methods) if methods else list(params.methods)
+    planned, extra, cost = study_plan(ROOT, name, arms, list(params.seeds))
     log(plan_text(name, planned, extra, cost))
+    if methods:
+        kept = {k: {"method": r.method, "seed": r.seed} for k, r in params.extra_runs.items()
+                if r.method not in arms}
+        extra = {**kept, **extra}
     if write and studies.write_extra_runs(ROOT / "params.yaml", extra):
         log(f"params.yaml: extra_runs set to the plan's {len(extra)} run(s)")
-    woke = sorted(a for a in waiting if planned.get(a, 0) > 0)
+    extra = {k: v for k, v in extra.items() if v["method"] in arms}
+    woke = sorted(a for a in waiting if planned.get(a, 0) > 0 and a in arms)
     pilot = [f"{kind}@{a}-{s}" for a in woke for s in params.seeds for kind in ("train", "evaluate")]
     return pilot + [f"{kind}{EXTRA}@{key}" for key in extra for kind in ("train", "evaluate")]
 
@@ -957,7 +967,7 @@ def dry_run(args: argparse.Namespace) -> int:
 
     try:
         if not args.study:
-            extend_by_plan(load(), print, write=False)
+            extend_by_plan(load(), print, write=False, methods=args.methods)
             return 0
         for name in study_names(args.study, args.base_seed):
             methods, seeds = studies.study_arms(name, ROOT)

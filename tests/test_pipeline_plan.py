@@ -249,6 +249,29 @@ def test_the_pipeline_writes_the_plan_into_params_and_only_the_plan(tmp_path, mo
     assert (tmp_path / "params.yaml").read_text() == text and "params.yaml" not in lines[-1]
 
 
+def test_methods_extends_only_the_named_arms_by_plan(tmp_path, monkeypatch) -> None:
+    """`make study ARGS='--methods rlme'` runs rlme's planned seeds, not only its pilot: the plan
+    of the named arms is written, the other arms' `extra_runs` are kept as they were, and only
+    the named arms' stages run."""
+    from flows import pipeline as pl
+    from tasks.studies import write_extra_runs
+
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    tracks_world(tmp_path / "data", range(3))
+    monkeypatch.setattr(pl, "ROOT", tmp_path)
+    n = cl.planned_seeds(collect(tmp_path / "data").runs, "")["rlme"]
+    assert n > cl.PILOT
+    added = pl.extend_by_plan(load(tmp_path / "params.yaml"), lambda _: None, methods=["rlme"])
+    assert read_raw(tmp_path / "params.yaml")["extra_runs"] == cl.extra_runs({"rlme": n}, [0, 1, 2])
+    assert added == [f"{k}_extra@rlme-{s}" for s in range(3, n) for k in ("train", "evaluate")]
+    # rlvr's planned seeds already in params (an earlier call): kept, and not run by this one.
+    write_extra_runs(tmp_path / "params.yaml", cl.extra_runs({"rlvr": n}, [0, 1, 2]))
+    again = pl.extend_by_plan(load(tmp_path / "params.yaml"), lambda _: None, methods=["rlme"])
+    assert again == added
+    assert read_raw(tmp_path / "params.yaml")["extra_runs"] == {
+        **cl.extra_runs({"rlvr": n}, [0, 1, 2]), **cl.extra_runs({"rlme": n}, [0, 1, 2])}
+
+
 def test_the_pilot_runs_first_and_the_planned_seeds_after_it() -> None:
     from flows import pipeline as pl
 
