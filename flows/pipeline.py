@@ -547,8 +547,10 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
             return added
 
         def run(chosen: list[str]) -> dict:
-            out = pipeline(stages=chosen, max_parallel=max_parallel, executor=executor,
-                           retries=retries, stage_timeout_s=stage_timeout_s,
+            # `methods` again: the report pulls in only the named arms' stages, not every
+            # arm's (a `--methods` call that reached the report retrained the whole study).
+            out = pipeline(stages=chosen, methods=methods, max_parallel=max_parallel,
+                           executor=executor, retries=retries, stage_timeout_s=stage_timeout_s,
                            threads_per_stage=threads_per_stage,
                            times_file=str(part) if part else None, extend=False,
                            keep_recorded=keep_recorded, leave_out=sorted(still))

@@ -432,3 +432,60 @@ def test_the_base_is_evaluated_before_the_next_training() -> None:
     # Every stage's last recorded time, the base's evaluation the shortest (as in reports/times/).
     expected = {s: 90.0 if s == "evaluate_base" else 300.0 for s in ready}
     assert deepest_first(ready, depth, expected)[0] == "evaluate_base"
+
+
+def test_a_methods_call_reports_without_running_the_other_arms(monkeypatch) -> None:
+    """`make study ARGS='--methods rlme'`: after rlme's pilot and planned seeds, the report round
+    brings up to date the report and rlme's stages only. It once passed no `methods`, so the report pulled
+    in every arm's stages and retrained the whole study (every run stale after a code change)."""
+    import logging
+
+    from flows import pipeline as pl
+    from tasks import tracking
+
+    graph = {"build_base": set(), "train@rlme-0": {"build_base"}, "train@rlvr-0": {"build_base"},
+             "train_extra@rlme-3": {"build_base"},
+             "report": {"train@rlme-0", "train@rlvr-0", "train_extra@rlme-3"}}
+
+    class Done:  # a stage future that has finished (nothing is up to date but the base)
+        def __init__(self, stage: str) -> None:
+            self.state = type("S", (), {"is_final": lambda _: True, "is_completed": lambda _: True,
+                                        "message": "", "name": "Completed"})()
+            self.stage = stage
+
+        def result(self) -> dict:
+            return {"action": "run"}
+
+    ran: list[str] = []
+
+    class Stage:
+        def with_options(self, **_):
+            return self
+
+        def submit(self, stage: str, **_):
+            ran.append(stage)
+            return Done(stage)
+
+    rounds: list[list[str]] = []
+
+    def round_(**kw):  # each later round: the stages the pipeline would select for it
+        rounds.append(pl.select(graph, kw.get("methods"), kw.get("seeds"), kw["stages"],
+                                kw.get("leave_out") or ()))
+        return {s: {"action": "run"} for s in rounds[-1]}
+
+    plans = iter([["train_extra@rlme-3"], []])
+    monkeypatch.setattr(pl.st, "stage_graph", lambda _root: graph)
+    monkeypatch.setattr(pl, "get_run_logger", lambda: logging.getLogger("test"))
+    monkeypatch.setattr(pl, "_parent_run", lambda *_: ("", {}))
+    monkeypatch.setattr(tracking, "end_parent", lambda *a, **k: None)
+    monkeypatch.setattr(pl, "_progress_artifact", lambda _n: None)
+    monkeypatch.setattr(pl, "_show_progress", lambda *a, **k: None)
+    monkeypatch.setattr(pl, "waiting_arms", lambda _p: set())
+    monkeypatch.setattr(pl, "extend_by_plan", lambda *a, **k: next(plans))
+    monkeypatch.setattr(pl, "run_stage", Stage())
+    flow_fn = pl.pipeline.fn
+    monkeypatch.setattr(pl, "pipeline", round_)
+    flow_fn(methods=["rlme"], executor="local", max_parallel=2)
+    assert ran == ["build_base", "train@rlme-0"]  # the pilot: rlme's stage and what it needs
+    assert rounds == [["build_base", "train_extra@rlme-3"], ["build_base", "train@rlme-0",
+                                                          "train_extra@rlme-3", "report"]]
