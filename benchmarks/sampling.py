@@ -289,11 +289,16 @@ def table(result: dict) -> str:
 
 def profile_table(result: dict) -> str:
     """Per shape: rows, ms per step, each part's share of the self CPU time, and the two floors
-    with the rates they imply (KV GB/s over attention's time, matmul GFLOP/s over the matmuls')."""
+    with the rates they imply (KV GB/s over attention's time, matmul GFLOP/s over the matmuls').
+    Then the ceiling: the step's time in the matmuls and SDPA, the kernels `generate` calls for
+    the same products (here q/k/v and gate/up are one product each: fewer calls, the same FLOPs;
+    SDPA's own summation order is what keeps greedy outputs token-identical), and `generate`'s
+    step over that time: the most a loop that keeps those kernels can gain over `generate`."""
     lines = ["| shape | rows | ms/step | " + " | ".join(f"{label} %" for label in PARTS.values())
              + " | KV MB/step | matmul GFLOP/step | attention GB/s | matmul GFLOP/s"
-             + " | `generate` ms/step | goal ms/step | 1-row ms/step | floor ms/step |",
-             "|---|---:|---:|" + "---:|" * len(PARTS) + "---:|---:|---:|---:|---:|---:|---:|---:|"]
+             + " | `generate` ms/step | goal ms/step | 1-row ms/step | floor ms/step"
+             + " | matmuls + SDPA ms/step | ceiling |",
+             "|---|---:|---:|" + "---:|" * len(PARTS) + "---:|" * 10]
     peak = result.get("matmul_peak_gflops")
     for s in result["shapes"]:
         sec, parts = s["seconds_per_step"], s["parts"]
@@ -303,8 +308,11 @@ def profile_table(result: dict) -> str:
         hf, one = s.get("hf_seconds_per_step"), s.get("one_row_seconds_per_step")
         # The floor: the 1-row step plus this step's matmuls at the machine's measured peak.
         floor = None if one is None or not peak else one + s["matmul_gflop_per_step"] / peak
+        kernels = attention_s + matmul_s
+        ceiling = f"{hf / kernels:.2f}x" if hf is not None and kernels > 0 else ""
         refs = " | ".join("" if v is None else f"{v * 1e3:.1f}"
-                          for v in (hf, None if hf is None else hf / 3, one, floor))
+                          for v in (hf, None if hf is None else hf / 3, one, floor, kernels))
+        refs += f" | {ceiling}"
         lines.append(f"| {s['name']} | {s['rows']} | {sec * 1e3:.1f} | "
                      + " | ".join(f"{100 * parts.get(part, 0.0):.0f}" for part in PARTS)
                      + f" | {s['kv_bytes_per_step'] / 1e6:.1f} | {s['matmul_gflop_per_step']:.2f}"

@@ -63,7 +63,8 @@ def test_the_block_renders_rows_and_shares() -> None:
         "attention %": "25", "KV writes %": "5", "sampling %": "10", "elementwise %": "6",
         "row selection %": "0", "other %": "4", "KV MB/step": "2.0", "matmul GFLOP/step": "0.12",
         "attention GB/s": "2.0", "matmul GFLOP/s": "60.0", "`generate` ms/step": "",
-        "goal ms/step": "", "1-row ms/step": "", "floor ms/step": ""}  # a record from before those columns: blank
+        "goal ms/step": "", "1-row ms/step": "", "floor ms/step": "",  # a record from before those columns: blank
+        "matmuls + SDPA ms/step": "3.0", "ceiling": ""}
     assert "1 torch thread(s)" in text and "(--quick)" in text
     assert text.rstrip().endswith("`benchmarks/results/sampling_profile.json`.")
 
@@ -79,6 +80,17 @@ def test_the_goal_and_the_one_row_floor_are_rendered() -> None:
     # floor: 2.5 ms plus 0.12 GFLOP at 60 GFLOP/s (2 ms)
     assert (cells["`generate` ms/step"], cells["goal ms/step"], cells["1-row ms/step"],
             cells["floor ms/step"]) == ("12.0", "4.0", "2.5", "4.5")
+
+
+def test_the_ceiling_is_generate_over_the_kernels_it_shares() -> None:
+    """Matmuls (50%) and SDPA (25%) of a 4 ms step are 3 ms, the same kernels `generate` runs:
+    a 12 ms `generate` step caps any loop that keeps them at 4x; at 6 ms, at 2x (short of 3x)."""
+    for hf, ceiling in ((0.012, "4.00x"), (0.006, "2.00x")):
+        record = {**RECORD, "shapes": [{**RECORD["shapes"][0], "hf_seconds_per_step": hf}]}
+        header, _, row = tables.sampling_profile_table(record).splitlines()[:3]
+        cells = dict(zip([c.strip() for c in header.strip("|").split("|")],
+                         [c.strip() for c in row.strip("|").split("|")]))
+        assert (cells["matmuls + SDPA ms/step"], cells["ceiling"]) == ("3.0", ceiling)
 
 
 def test_a_missing_record_says_how_to_make_it(monkeypatch) -> None:
