@@ -693,12 +693,17 @@ def write_times(path: Path, timed: dict[str, tuple[float, float | None]], result
 
 # The seeds-by-plan helpers read runs the way the report does (flows/report_collect.py), so
 # they live here, above tasks/ (which imports nothing from flows/).
-def study_runs(data_dir: Path, name: str = "") -> dict:
+def study_runs(data_dir: Path, name: str = "", root: Path = ROOT) -> dict:
     """The runs under a study's `data_dir` (its lineage read from the dvc.lock beside it), named
-    as evals/claims.yaml names them: `<name>/<arm>` outside the default study."""
-    from flows.report_collect import collect
+    as evals/claims.yaml names them: `<name>/<arm>` outside the default study. A preset's runs
+    get their training times from its record's times files (`studies/<name>/` under `root`), as
+    the report gives them, so the plan's cost counts the trainings."""
+    from flows.report_collect import add_train_seconds, collect
+    from tasks.studies import record_dir
 
     found = collect(Path(data_dir), folder=f"studies/{name}" if name else "")
+    if name:
+        add_train_seconds(found.runs, record_dir(name, Path(root)))
     prefix = f"{name}/" if name else ""
     return {prefix + method: seeds for method, seeds in found.runs.items()}
 
@@ -714,7 +719,7 @@ def study_plan(root: Path, name: str, methods: list[str], seeds: list[int],
 
     others = collect_studies(Path(root) / "studies").runs
     runs = {**{a: r for a, r in others.items() if study_of(a) != name},
-            **study_runs(data_dir or Path(root) / "data", name)}
+            **study_runs(data_dir or Path(root) / "data", name, root)}
     planned = {a: n for a, n in planned_seeds(runs, name).items() if a in methods}
     return planned, extra_runs(planned, seeds), plan_cost(runs, name, planned)
 
@@ -973,6 +978,8 @@ def dry_run(args: argparse.Namespace) -> int:
             return 0
         for name in study_names(args.study, args.base_seed):
             methods, seeds = studies.study_arms(name, ROOT)
+            if args.methods:  # the plan of the named arms only, as the run would extend them
+                methods = [m for m in methods if m in args.methods]
             data = studies.record_dir(name, ROOT) / "data"
             planned, extra, cost = study_plan(ROOT, name, methods, seeds, data)
             print(plan_text(name, planned, extra, cost)

@@ -19,7 +19,7 @@ import functools
 import math
 import re
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -190,12 +190,18 @@ def collect_studies(studies_dir: Path) -> Collected:
     for data in sorted(Path(studies_dir).glob("*/data")):
         preset = data.parent.name
         found = collect(data, folder=f"studies/{preset}")
-        for (method, seed), seconds in study_train_seconds(data.parent).items():
-            if (run := found.runs.get(method, {}).get(seed)) is not None:
-                run.train_seconds = seconds
+        add_train_seconds(found.runs, data.parent)
         runs.update({f"{preset}/{method}": seeds for method, seeds in found.runs.items()})
         notes += [f"study {preset}: {note}" for note in found.notes]
     return Collected(runs, notes)
+
+
+def add_train_seconds(runs: Mapping[str, Mapping[int | None, RunData]], study: Path) -> None:
+    """Give each run of a study's record its training's wall seconds (`study_train_seconds`):
+    a study's run.json has none, so its pipeline's times files are where they are recorded."""
+    for (method, seed), seconds in study_train_seconds(study).items():
+        if (run := runs.get(method, {}).get(seed)) is not None:
+            run.train_seconds = seconds
 
 
 def study_train_seconds(study: Path) -> dict[tuple[str, int], float]:

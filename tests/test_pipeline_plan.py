@@ -387,6 +387,11 @@ def test_dry_run_prints_a_study_plan_and_writes_nothing() -> None:
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.startswith("plan (hint_copier study, from the pilot seeds): "), r.stdout
     assert (ROOT / "params.yaml").read_bytes() == before
+    r = subprocess.run([sys.executable, "-m", "flows.pipeline", "--dry-run", "--study", "hint_copier",
+                        "--methods", "rlvr"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    head = r.stdout.splitlines()[0]
+    assert head.startswith("plan (hint_copier study, from the pilot seeds): rlvr ") and "rlme" not in head, head
     r = subprocess.run([sys.executable, "-m", "flows.pipeline", "--base-seed", "1"], cwd=ROOT,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 2 and "error: --base-seed names the second base of a study" in r.stderr
@@ -489,3 +494,28 @@ def test_a_methods_call_reports_without_running_the_other_arms(monkeypatch) -> N
     assert ran == ["build_base", "train@rlme-0"]  # the pilot: rlme's stage and what it needs
     assert rounds == [["build_base", "train_extra@rlme-3"], ["build_base", "train@rlme-0",
                                                           "train_extra@rlme-3", "report"]]
+
+
+def test_a_preset_studys_plan_costs_its_trainings_from_its_record(tmp_path) -> None:
+    """A preset study's runs have no training time in run.json; its record's times files have
+    them, and the plan's cost counts them as the report does, not the evaluations alone."""
+    from flows import pipeline as pl
+    from flows.pipeline import write_times
+
+    record = tmp_path / "studies" / "s1"
+    noisy_arms(record / "data", range(3))
+    gated = cl.Claim("x", "000", "Fig. 0", "t beats c", (("s1/t", "s1/c"),), KEY, "greater", min_effect=0.02)
+    for arm in ("t", "c"):
+        for s in range(3):
+            path = record / "data" / "eval" / arm / f"seed{s}" / "metrics.json"
+            write(path, {**json.loads(path.read_text()), "eval_seconds": 60.0})
+    real = cl.planned_seeds
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cl, "planned_seeds", lambda runs, study, claims=(gated,): real(runs, study, claims))
+        planned, extra, cost = pl.study_plan(tmp_path, "s1", ["t", "c"], [0, 1, 2], record / "data")
+        assert extra and "evaluations alone" in cost  # no times file: the evaluations are all it knows
+        write_times(record / "times.json", {f"train@{a}-{s}": (0.0, 540.0) for a in "tc" for s in range(3)},
+                    {f"train@{a}-{s}": {"action": "run"} for a in "tc" for s in range(3)}, {}, 1700.0, 2)
+        cost = pl.study_plan(tmp_path, "s1", ["t", "c"], [0, 1, 2], record / "data")[2]
+    runs = len(extra)
+    assert cost == f"{runs} more runs, about {runs * 600 / 3600:.1f} CPU-h (train + evaluate: committed stage times)"
