@@ -496,7 +496,7 @@ def test_a_methods_call_reports_without_running_the_other_arms(monkeypatch) -> N
                                                           "train_extra@rlme-3", "report"]]
 
 
-def test_a_preset_studys_plan_costs_its_trainings_from_its_record(tmp_path) -> None:
+def test_a_preset_studys_plan_costs_its_trainings_from_its_record(tmp_path, monkeypatch) -> None:
     """A preset study's runs have no training time in run.json; its record's times files have
     them, and the plan's cost counts them as the report does, not the evaluations alone."""
     from flows import pipeline as pl
@@ -510,12 +510,11 @@ def test_a_preset_studys_plan_costs_its_trainings_from_its_record(tmp_path) -> N
             path = record / "data" / "eval" / arm / f"seed{s}" / "metrics.json"
             write(path, {**json.loads(path.read_text()), "eval_seconds": 60.0})
     real = cl.planned_seeds
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(cl, "planned_seeds", lambda runs, study, claims=(gated,): real(runs, study, claims))
-        planned, extra, cost = pl.study_plan(tmp_path, "s1", ["t", "c"], [0, 1, 2], record / "data")
-        assert extra and "evaluations alone" in cost  # no times file: the evaluations are all it knows
-        write_times(record / "times.json", {f"train@{a}-{s}": (0.0, 540.0) for a in "tc" for s in range(3)},
-                    {f"train@{a}-{s}": {"action": "run"} for a in "tc" for s in range(3)}, {}, 1700.0, 2)
-        cost = pl.study_plan(tmp_path, "s1", ["t", "c"], [0, 1, 2], record / "data")[2]
+    monkeypatch.setattr(cl, "planned_seeds", lambda runs, study, claims=(gated,): real(runs, study, claims))
+    planned, extra, cost = pl.study_plan(tmp_path, "s1", ["t", "c"], [0, 1, 2], record / "data")
+    assert extra and "evaluations alone" in cost  # no times file: the evaluations are all it knows
+    write_times(record / "times.json", {f"train@{a}-{s}": (0.0, 540.0) for a in "tc" for s in range(3)},
+                {f"train@{a}-{s}": {"action": "run"} for a in "tc" for s in range(3)}, {}, 1700.0, 2)
+    cost = pl.study_plan(tmp_path, "s1", ["t", "c"], [0, 1, 2], record / "data")[2]
     runs = len(extra)
     assert cost == f"{runs} more runs, about {runs * 600 / 3600:.1f} CPU-h (train + evaluate: committed stage times)"
