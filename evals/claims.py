@@ -79,7 +79,7 @@ says how many more each arm needs.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Literal, NamedTuple, Protocol
@@ -933,13 +933,18 @@ def second_base(runs: Runs, first: Verdict, notes: list[str], resamples: int = R
                               for p in v.preconditions]}
 
 
-def seed_plan(found: Sequence[Verdict]) -> dict[str, int]:
+def seed_plan(found: Sequence[Verdict], named: Collection[str] | None = None) -> dict[str, int]:
     """Per arm, the seeds the claims' power rule plans for it (the most any comparison or
     precondition needs, the pilot at least): what the pipeline runs next. Preconditions first:
     a claim's comparisons get seeds only once every precondition holds (an undecided one gets
     its own seeds first; a failed one leaves the claim not tested, so its comparisons get
-    nothing). An arm that only such waiting comparisons read is planned 0: it waits."""
-    plan: dict[str, int] = {}
+    nothing). An arm that only such waiting comparisons read is planned 0: it waits.
+
+    `named` (the arms a `--methods` call runs): a comparison whose arms are all named plans its
+    arms alone, so a control that an arm not named also reads (rlvr_long, the control of three
+    intrinsic arms) gets the seeds of the comparisons this call runs, not the most any other
+    needs; a named arm in no such comparison keeps the plan of every comparison."""
+    needs: list[tuple[list[str], int]] = []
     for v in found:
         if v.claim.blocked:
             continue
@@ -949,9 +954,19 @@ def seed_plan(found: Sequence[Verdict]) -> dict[str, int]:
                 n = 0
             else:
                 n = int(x.plan.get("seeds", PILOT)) if x.plan else PILOT
-            for arm in (x.treatment, x.control):
-                if arm and not is_base(arm):
-                    plan[arm] = max(plan.get(arm, 0), n)
+            needs.append(([a for a in (x.treatment, x.control) if a and not is_base(a)], n))
+
+    def most(rows: Iterable[tuple[list[str], int]]) -> dict[str, int]:
+        plan: dict[str, int] = {}
+        for arms, n in rows:
+            for arm in arms:
+                plan[arm] = max(plan.get(arm, 0), n)
+        return plan
+
+    plan = most(needs)
+    if named is not None:
+        inside = most((arms, n) for arms, n in needs if set(arms) <= set(named))
+        plan = {a: inside.get(a, n) for a, n in plan.items()}
     return dict(sorted(plan.items()))
 
 
@@ -967,16 +982,19 @@ def study_claims(study: str, claims: Sequence[Claim] = CLAIMS) -> list[Claim]:
     return out
 
 
-def planned_seeds(runs: Runs, study: str, claims: Sequence[Claim] = CLAIMS) -> dict[str, int]:
+def planned_seeds(runs: Runs, study: str, claims: Sequence[Claim] = CLAIMS,
+                  methods: Collection[str] | None = None) -> dict[str, int]:
     """Per arm of `study` (its name in the study: `rlme`), the seeds the power rule plans from
     the pilot seeds alone (each claim capped by its `max_seeds`; 0 for an arm that waits for its
     claim's preconditions, `seed_plan`). `runs` are named as the claims name them
     (`<study>/<arm>` outside the default study). The numbers read no seed beyond the pilot; the
     preconditions are decided as the report decides them (every resample: a per-item
-    precondition decided on one resample would hold or fail by chance)."""
+    precondition decided on one resample would hold or fail by chance). `methods`: the arms a
+    `--methods` call runs (`seed_plan`'s `named`)."""
     found, _ = verdicts(runs, study_claims(study, claims), second=None)
     prefix = f"{study}/" if study else ""
-    return {a.removeprefix(prefix): n for a, n in seed_plan(found).items()
+    named = None if methods is None else {prefix + m for m in methods}
+    return {a.removeprefix(prefix): n for a, n in seed_plan(found, named).items()
             if study_of(a) == study}
 
 

@@ -615,7 +615,7 @@ def extend_by_plan(params: Params, log=print, write: bool = True,
 
     name = studies.study_name(ROOT)
     arms = list(methods) if methods else list(params.methods)
-    planned, extra, cost = study_plan(ROOT, name, arms, list(params.seeds))
+    planned, extra, cost = study_plan(ROOT, name, arms, list(params.seeds), named=bool(methods))
     log(plan_text(name, planned, extra, cost))
     if methods:
         kept = {k: {"method": r.method, "seed": r.seed} for k, r in params.extra_runs.items()
@@ -709,18 +709,22 @@ def study_runs(data_dir: Path, name: str = "", root: Path = ROOT) -> dict:
 
 
 def study_plan(root: Path, name: str, methods: list[str], seeds: list[int],
-               data_dir: Path | None = None) -> tuple[dict[str, int], dict[str, dict], str]:
+               data_dir: Path | None = None, named: bool = False
+               ) -> tuple[dict[str, int], dict[str, dict], str]:
     """The study's plan from its pilot: seeds per arm (`evals.claims.planned_seeds`, arms of
     `methods` only), the `extra_runs` that run it, and what the runs not yet made cost. A claim
     may read runs of other studies (a precondition measured in a preset's study): their records
-    in `studies/` are read beside this study's own runs, as the report reads them."""
+    in `studies/` are read beside this study's own runs, as the report reads them. `named`
+    (a `--methods` call): a control shared with arms not named gets the seeds the named arms'
+    comparisons need (`evals.claims.seed_plan`)."""
     from evals.claims import extra_runs, plan_cost, planned_seeds, study_of
     from flows.report_collect import collect_studies
 
     others = collect_studies(Path(root) / "studies").runs
     runs = {**{a: r for a, r in others.items() if study_of(a) != name},
             **study_runs(data_dir or Path(root) / "data", name, root)}
-    planned = {a: n for a, n in planned_seeds(runs, name).items() if a in methods}
+    planned = {a: n for a, n in planned_seeds(runs, name, methods=methods if named else None).items()
+               if a in methods}
     return planned, extra_runs(planned, seeds), plan_cost(runs, name, planned)
 
 
@@ -981,7 +985,8 @@ def dry_run(args: argparse.Namespace) -> int:
             if args.methods:  # the plan of the named arms only, as the run would extend them
                 methods = [m for m in methods if m in args.methods]
             data = studies.record_dir(name, ROOT) / "data"
-            planned, extra, cost = study_plan(ROOT, name, methods, seeds, data)
+            planned, extra, cost = study_plan(ROOT, name, methods, seeds, data,
+                                              named=bool(args.methods))
             print(plan_text(name, planned, extra, cost)
                   + ("" if data.is_dir() else f"\n  (no record in {data.parent.relative_to(ROOT)} yet: "
                      "its pilot runs first)"))

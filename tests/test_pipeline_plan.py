@@ -114,6 +114,24 @@ def test_the_plan_is_capped_per_claim(tmp_path) -> None:
     assert plan_of(data, claim(max_seeds=4)) == {"t": 4, "c": 4}
 
 
+def test_a_methods_call_plans_a_shared_control_for_the_named_arms_comparisons(tmp_path) -> None:
+    """Control c is read by t (capped at 4 seeds) and by u (which needs more). A call naming t
+    and c plans c the 4 seeds t's comparison needs, not u's (intrinsic_long's rlvr_long, shared
+    by three arms, got 10 seeds for a call that ran two of them); a named arm in no comparison
+    whose arms are all named keeps the plan of every comparison (u alone: u's, not nothing)."""
+    data = tmp_path / "data"
+    noisy_arms(data, range(3), arms=("t", "c"), shift=0.021)
+    noisy_arms(data, range(3), arms=("u", "c"), shift=0.021)
+    pair = (claim(max_seeds=4), cl.Claim("y", "000", "Fig. 0", "u beats c", (("u", "c"),), KEY,
+                                         "greater", min_effect=0.02))
+    found, _ = cl.verdicts(collect(data).runs, pair, resamples=1, second=None)
+    full = cl.seed_plan(found)
+    assert full["c"] == full["u"] > full["t"] == 4
+    assert cl.seed_plan(found, {"t", "c"}) == {**full, "c": 4}
+    assert cl.seed_plan(found, {"u"}) == cl.seed_plan(found, {"t"}) == cl.seed_plan(found)
+    assert cl.planned_seeds(collect(data).runs, "", pair, methods=["t", "c"])["c"] == 4
+
+
 @pytest.mark.parametrize("setting", ["undecided", "holds", "fails"])
 def test_a_claims_comparisons_are_planned_once_its_precondition_holds(tmp_path, setting) -> None:
     """Preconditions first: while the precondition (p beats q) is undecided only its arms get
@@ -334,7 +352,7 @@ def test_a_preset_study_trains_no_arm_before_its_claims_precondition_holds(tmp_p
                      min_effect=0.02, preconditions=(cl.Precondition("p beats q", "s1/p", "s1/q", KEY,
                                                                      min_effect=0.02),))
     real = cl.planned_seeds
-    monkeypatch.setattr(cl, "planned_seeds", lambda runs, study, claims=(gated,): real(runs, study, claims))
+    monkeypatch.setattr(cl, "planned_seeds", lambda runs, study, claims=(gated,), **kw: real(runs, study, claims, **kw))
     params = SimpleNamespace(methods=["p", "q", "t", "c", "other"], seeds=[0, 1, 2])
     workspace = tmp_path / studies.WORKSPACES / "s1"
     monkeypatch.setattr(pl, "ROOT", workspace)
@@ -366,7 +384,7 @@ def test_the_plan_reads_a_precondition_measured_in_another_studys_record(tmp_pat
     gated = cl.Claim("x", "000", "Fig. 0", "t beats c", (("t", "c"),), KEY, "greater", min_effect=0.02,
                      preconditions=(cl.Precondition("p beats q", "s1/p", "s1/q", KEY, min_effect=0.02),))
     real = cl.planned_seeds
-    monkeypatch.setattr(cl, "planned_seeds", lambda runs, study, claims=(gated,): real(runs, study, claims))
+    monkeypatch.setattr(cl, "planned_seeds", lambda runs, study, claims=(gated,), **kw: real(runs, study, claims, **kw))
     noisy_arms(tmp_path / "data", range(3))
     alone = pl.study_plan(tmp_path, "", ["t", "c"], [0, 1, 2])[0]
     rng = np.random.default_rng(1)
@@ -510,7 +528,7 @@ def test_a_preset_studys_plan_costs_its_trainings_from_its_record(tmp_path, monk
             path = record / "data" / "eval" / arm / f"seed{s}" / "metrics.json"
             write(path, {**json.loads(path.read_text()), "eval_seconds": 60.0})
     real = cl.planned_seeds
-    monkeypatch.setattr(cl, "planned_seeds", lambda runs, study, claims=(gated,): real(runs, study, claims))
+    monkeypatch.setattr(cl, "planned_seeds", lambda runs, study, claims=(gated,), **kw: real(runs, study, claims, **kw))
     planned, extra, cost = pl.study_plan(tmp_path, "s1", ["t", "c"], [0, 1, 2], record / "data")
     assert extra and "evaluations alone" in cost  # no times file: the evaluations are all it knows
     write_times(record / "times.json", {f"train@{a}-{s}": (0.0, 540.0) for a in "tc" for s in range(3)},
