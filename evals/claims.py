@@ -921,6 +921,11 @@ def second_base(runs: Runs, first: Verdict, notes: list[str], resamples: int = R
     if v is None:
         return out
     x = v.comparisons[0]
+    # The arms whose pilot is in but not the seeds the plan from it asks (`short_of_plan`): what
+    # `--study <study> --methods <arms>` runs next there; none once decided there (`combine`:
+    # more seeds cannot move a decided claim).
+    out["short_of_plan"] = {a: list(n) for a, n in short_of_plan([v]).items()
+                            if a not in out["short_of_pilot"]} if v.verdict == INCONCLUSIVE else {}
     return {**out, "verdict": v.verdict, "reason": v.reason, "needs": v.needs,
             "agrees": (v.verdict == first.verdict if INCONCLUSIVE not in (v.verdict, first.verdict)
                        else None), "diff": _round(x.difference),
@@ -968,6 +973,21 @@ def seed_plan(found: Sequence[Verdict], named: Collection[str] | None = None) ->
         inside = most((arms, n) for arms, n in needs if set(arms) <= set(named))
         plan = {a: inside.get(a, n) for a, n in plan.items()}
     return dict(sorted(plan.items()))
+
+
+def short_of_plan(found: Sequence[Verdict]) -> dict[str, tuple[int, int]]:
+    """The arms with fewer seeds than the power rule plans for them (`seed_plan`): arm -> (the
+    seeds its comparisons found, the seeds planned); the base never (it is evaluated, not seeded).
+    What a study still has to run for these claims."""
+    have: dict[str, int] = {}
+    for v in found:
+        if v.claim.blocked:
+            continue
+        for x in (*v.comparisons, *(p.comparison for p in v.preconditions if p.comparison)):
+            for arm, n in x.seeds.items():
+                have[arm] = max(n, have.get(arm, 0))
+    return {a: (have.get(a, 0), n) for a, n in seed_plan(found).items()
+            if have.get(a, 0) < n and not is_base(a)}
 
 
 def study_claims(study: str, claims: Sequence[Claim] = CLAIMS) -> list[Claim]:

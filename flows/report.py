@@ -67,9 +67,8 @@ from evals.claims import (
     Comparison,
     Verdict,
     claims_json,
-    is_base,
     per_seed,
-    seed_plan,
+    short_of_plan,
     study_of,
     verdicts,
 )
@@ -379,10 +378,12 @@ def second_base_cell(v: Verdict) -> list[str]:
 
 
 def runs_needed(found: list[Verdict]) -> list[tuple[str, list[str]]]:
-    """What the claims still lack seeds for, as the power rule plans them (`seed_plan`): (the
+    """What the claims still lack seeds for, as the power rule plans them (`short_of_plan`): (the
     command that runs it, its arms with the seeds found and planned), the default study's arms in
-    one command, then one per preset study, then one per second-base study for the arms short of
-    their pilot seeds there (`second_base`'s `short_of_pilot`). Blocked claims need no runs.
+    one command, then one per preset study (claims still undecided only: more seeds cannot move a
+    decided one, `combine`); then, per second-base study, its arms short of their
+    pilot seeds (`second_base`'s `short_of_pilot`), and its arms whose pilot is in but not the
+    seeds the plan from it asks (`short_of_plan`). Blocked claims need no runs.
 
     >>> from evals.claims import CLAIMS
     >>> [(cmd, arms)] = runs_needed([Verdict(CLAIMS[0], (), "reproduced", "", second={
@@ -390,30 +391,40 @@ def runs_needed(found: list[Verdict]) -> list[tuple[str, list[str]]]:
     >>> print(cmd); print(arms)
     python -m flows.pipeline --study default.seed1 --no-extend --methods rlme rlvr
     ['default.seed1/rlme (pilot)', 'default.seed1/rlvr (pilot)']
+    >>> [(cmd, arms)] = runs_needed([Verdict(CLAIMS[0], (), "reproduced", "", second={
+    ...     "verdict": "inconclusive", "short_of_pilot": [],
+    ...     "short_of_plan": {"default.seed1/rlvr": [4, 6], "default.seed1/rlme": [3, 6]}})])
+    >>> print(cmd); print(arms)
+    python -m flows.pipeline --study default.seed1 --methods rlme rlvr
+    ['default.seed1/rlme (3 of 6 seeds)', 'default.seed1/rlvr (4 of 6 seeds)']
     """
-    have: dict[str, int] = {}
-    for v in found:
-        if v.claim.blocked:
-            continue
-        for x in (*v.comparisons, *(p.comparison for p in v.preconditions if p.comparison)):
-            for arm, n in x.seeds.items():
-                have[arm] = max(n, have.get(arm, 0))
-    plan = seed_plan(found)
-    short = sorted(a for a, n in plan.items() if have.get(a, 0) < n and not is_base(a))
+    short = short_of_plan([v for v in found if v.verdict in (INCONCLUSIVE, NOT_RUN)])
 
-    def line(a: str) -> str:
-        return f"{a} ({have.get(a, 0)} of {plan[a]} seeds)"
+    def line(a: str, n: Sequence[int]) -> str:
+        return f"{a} ({n[0]} of {n[1]} seeds)"
 
-    default = [a for a in short if "/" not in a]
-    out = [(f"make study ARGS='--methods {' '.join(default)}'", [line(a) for a in default])] if default else []
+    default = sorted(a for a in short if "/" not in a)
+    out = ([(f"make study ARGS='--methods {' '.join(default)}'", [line(a, short[a]) for a in default])]
+           if default else [])
     for preset in sorted({a.split("/")[0] for a in short if "/" in a}):
         out.append((f"python -m flows.pipeline --study {preset}",
-                    [line(a) for a in short if a.startswith(f"{preset}/")]))
+                    [line(a, short[a]) for a in sorted(short) if a.startswith(f"{preset}/")]))
     second = sorted({a for v in found for a in (v.second or {}).get("short_of_pilot", [])})
     for study in sorted({study_of(a) for a in second}):
         arms = [a for a in second if study_of(a) == study]
         out.append((f"python -m flows.pipeline --study {study} --no-extend --methods "
                     + " ".join(a.rpartition("/")[2] for a in arms), [f"{a} (pilot)" for a in arms]))
+    planned: dict[str, list[int]] = {}
+    for v in found:
+        if v.claim.blocked:
+            continue
+        for a, (n, want) in (v.second or {}).get("short_of_plan", {}).items():
+            if a not in second:
+                planned[a] = [max(n, planned.get(a, [0, 0])[0]), max(want, planned.get(a, [0, 0])[1])]
+    for study in sorted({study_of(a) for a in planned}):
+        arms = sorted(a for a in planned if study_of(a) == study)
+        out.append((f"python -m flows.pipeline --study {study} --methods "
+                    + " ".join(a.rpartition("/")[2] for a in arms), [line(a, planned[a]) for a in arms]))
     return out
 
 

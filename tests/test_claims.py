@@ -709,6 +709,43 @@ def test_a_second_base_names_the_pilot_runs_it_lacks_and_the_command_that_runs_t
     assert v.second["short_of_pilot"] == [] and rep.runs_needed([v]) == []
 
 
+def test_a_second_base_names_the_planned_seeds_it_lacks_once_its_pilot_is_in(tmp_path) -> None:
+    """Past its pilot, a second base the pilot leaves undecided lists the arms short of the seeds
+    the plan from that pilot asks (found, planned), and "runs still needed" gives the command
+    that runs them (`--methods`: the plan of those arms' comparisons, flows/pipeline.py); once
+    they ran, nothing. Before, the README named a second base's pilots only, and the planned
+    seeds were in claims.json alone."""
+    data = tmp_path / "data"
+    t, c = items_world(shift=0.3, seeds=3)
+    arms(data, t, c)
+    second = tmp_path / "studies" / "default.seed1" / "data"
+    t2, c2 = items_world(shift=0.08, noise=0.1, seeds=10, seed=1)
+    t2 = np.clip(t2 + np.random.default_rng(0).normal(0, 0.05, (10, 1)), 0, 1)  # seeds disagree
+    arms(second, t2[:3], c2[:3])
+    [v], _ = cl.verdicts(rep.with_studies(collect(data), data).runs, (claim(min_effect=0.1),))
+    assert v.verdict == cl.REPRODUCED and v.second["verdict"] == cl.INCONCLUSIVE
+    plan = v.second["short_of_plan"]
+    assert set(plan) == {"default.seed1/c", "default.seed1/t"}
+    assert all(found == 3 < planned for found, planned in plan.values())
+    n = plan["default.seed1/t"][1]
+    assert rep.runs_needed([v]) == [(
+        "python -m flows.pipeline --study default.seed1 --methods c t",
+        [f"default.seed1/c (3 of {n} seeds)", f"default.seed1/t (3 of {n} seeds)"])]
+    # An arm u far below c there (and above it on the first base): the claim "t and u beat c"
+    # fails there whatever t's seeds say, so none are needed, on either base.
+    for folder, shift in ((data, 0.3), (second, -0.3)):
+        for seed in range(3):
+            write_run(folder, "u", seed, np.clip(c2[seed] + shift, 0, 1))
+    both = cl.Claim("x", "000", "Fig. 0", "t and u beat c", (("t", "c"), ("u", "c")), KEY, "greater",
+                    min_effect=0.1)
+    [v], _ = cl.verdicts(rep.with_studies(collect(data), data).runs, (both,))
+    assert v.second["verdict"] == cl.NOT_REPRODUCED and v.second["comparisons"][0]["verdict"] == cl.INCONCLUSIVE
+    assert v.second["short_of_plan"] == {} and rep.runs_needed([v]) == []
+    arms(second, t2[:n], c2[:n])
+    [v], _ = cl.verdicts(rep.with_studies(collect(data), data).runs, (claim(min_effect=0.1),))
+    assert v.second["short_of_plan"] == {} and rep.runs_needed([v]) == []
+
+
 def test_second_base_names() -> None:
     assert cl.second_base_arm("rlme") == "default.seed1/rlme"
     assert cl.second_base_arm("hint_copier/base", 2) == "hint_copier.seed2/base"
