@@ -472,9 +472,10 @@ def claims_html(found: list[Verdict], notes: Sequence[str] = ()) -> str:
     head = "".join(f"<th>{esc(h)}</th>" for h in header)
     skipped = ("<p class='notes'>Per-item files skipped: " + "; ".join(esc(n) for n in notes) + "</p>"
                if notes else "")
-    needed = _needed_lines(found)
+    needed = runs_needed(found)  # the command as code, not markdown's backticks
     todo = ("<p class='needed'>Runs still needed for a verdict:</p><ul class='needed'>"
-            + "".join(f"<li>{esc(line)}</li>" for line in needed) + "</ul>") if needed else ""
+            + "".join(f"<li><code>{esc(cmd)}</code>: {esc(', '.join(arms))}</li>" for cmd, arms in needed)
+            + "</ul>") if needed else ""
     return (f"<table class='claims text'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}"
             f"</tbody></table>{todo}<p class='muted'>Rule: {esc(RULE)}</p>{skipped}")
 

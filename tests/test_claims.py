@@ -731,6 +731,8 @@ def test_a_second_base_names_the_planned_seeds_it_lacks_once_its_pilot_is_in(tmp
     assert rep.runs_needed([v]) == [(
         "python -m flows.pipeline --study default.seed1 --methods c t",
         [f"default.seed1/c (3 of {n} seeds)", f"default.seed1/t (3 of {n} seeds)"])]
+    assert ("<li><code>python -m flows.pipeline --study default.seed1 --methods c t</code>: "
+            f"default.seed1/c (3 of {n} seeds), default.seed1/t (3 of {n} seeds)</li>") in rep.claims_html([v])
     # An arm u far below c there (and above it on the first base): the claim "t and u beat c"
     # fails there whatever t's seeds say, so none are needed, on either base.
     for folder, shift in ((data, 0.3), (second, -0.3)):
