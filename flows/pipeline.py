@@ -716,11 +716,18 @@ def study_plan(root: Path, name: str, methods: list[str], seeds: list[int],
     may read runs of other studies (a precondition measured in a preset's study): their records
     in `studies/` are read beside this study's own runs, as the report reads them. `named`
     (a `--methods` call): a control shared with arms not named gets the seeds the named arms'
-    comparisons need (`evals.claims.seed_plan`)."""
+    comparisons need (`evals.claims.seed_plan`). A preset's study reads the default study's runs
+    too (the `data/` of the checkout its workspace belongs to): a precondition measured on the
+    default arms (gates_and_filter_add: the gates fire on arith) holds for its plan as it holds
+    in the report, not undecided for want of them."""
     from evals.claims import extra_runs, plan_cost, planned_seeds, study_of
     from flows.report_collect import collect_studies
+    from tasks.studies import main_checkout
 
     others = collect_studies(Path(root) / "studies").runs
+    if name:
+        main = main_checkout(root)
+        others = {**study_runs(main / "data", "", main), **others}
     runs = {**{a: r for a, r in others.items() if study_of(a) != name},
             **study_runs(data_dir or Path(root) / "data", name, root)}
     planned = {a: n for a, n in planned_seeds(runs, name, methods=methods if named else None).items()

@@ -94,6 +94,13 @@ def study_name(root: Path = ROOT) -> str:
     return root.name if root.parent.name == WORKSPACES else ""
 
 
+def main_checkout(root: Path = ROOT) -> Path:
+    """The checkout whose default study's `data/` sits beside `.studies/`: `root` itself, or
+    the checkout a study's workspace `root` (`.studies/<name>/`) belongs to."""
+    root = Path(root).resolve()
+    return root.parent.parent if study_name(root) else root
+
+
 def default_arms(root: Path = ROOT) -> list[str]:
     """The default study's arms that a claim compares or measures (evals/claims.yaml), in the
     order of params `methods`: the arms a second base of the default study runs."""

@@ -396,6 +396,30 @@ def test_the_plan_reads_a_precondition_measured_in_another_studys_record(tmp_pat
     assert alone == {"t": 0, "c": 0} and planned["t"] == planned["c"] > cl.PILOT
 
 
+def test_a_preset_studys_plan_reads_a_precondition_measured_on_the_default_arms(tmp_path) -> None:
+    """A preset study's comparison (s1/t beats s1/c) gated by a precondition measured on the
+    default study's arms (p beats q, the main checkout's data/): the plan, made in the study's
+    workspace (.studies/s1/) or from the main checkout (a dry run), reads those runs as the
+    report does. It gave the comparison 0 seeds (waiting) while the report said the precondition
+    held: gates_and_filter_add's cot_reference arms, gated by the gates firing on arith."""
+    from flows import pipeline as pl
+
+    gated = cl.Claim("x", "000", "Fig. 0", "t beats c", (("s1/t", "s1/c"),), KEY, "greater",
+                     min_effect=0.02, preconditions=(cl.Precondition("p beats q", "p", "q", KEY,
+                                                                     min_effect=0.02),))
+    workspace = tmp_path / studies.WORKSPACES / "s1"
+    noisy_arms(workspace / "data", range(3))
+    real = cl.planned_seeds
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cl, "planned_seeds", lambda runs, study, claims=(gated,), **kw: real(runs, study, claims, **kw))
+        alone = pl.study_plan(workspace, "s1", ["t", "c"], [0, 1, 2])[0]
+        precondition_pilot(tmp_path / "data", "holds")
+        planned = pl.study_plan(workspace, "s1", ["t", "c"], [0, 1, 2])[0]
+        dry = pl.study_plan(tmp_path, "s1", ["t", "c"], [0, 1, 2], workspace / "data")[0]
+    assert alone == {"t": 0, "c": 0}
+    assert planned == dry and planned["t"] == planned["c"] > cl.PILOT
+
+
 def test_dry_run_prints_a_study_plan_and_writes_nothing() -> None:
     """`--dry-run --study hint_copier` reads the study's record (studies/hint_copier/) and prints
     its plan and cost; nothing runs, params.yaml is not touched."""
