@@ -428,8 +428,25 @@ def runs_needed(found: list[Verdict]) -> list[tuple[str, list[str]]]:
     return out
 
 
+def base_first(cmd: str, root: Path | None = None) -> str:
+    """What a runs-needed command spends before its runs when its study's record names a base of
+    its own and ships none (tasks/studies.py `unshipped_base`): the call builds that base again
+    first, and on a CPU that builds another one every recorded run of the study is stale and
+    trains again. '' for any other command."""
+    from tasks.studies import unshipped_base
+
+    study = cmd.split("--study ", 1)[1].split()[0] if "--study " in cmd else None
+    seconds = unshipped_base(study, root or paths.ROOT) if study else None
+    if seconds is None:
+        return ""
+    took = f", {seconds / 60:.0f} min when it was recorded" if seconds else ""
+    return (f"builds the study's base first (its record ships none{took}; if this CPU builds "
+            "another, the recorded runs are stale and train again)")
+
+
 def _needed_lines(found: list[Verdict]) -> list[str]:
-    return [f"`{cmd}`: {', '.join(arms)}" for cmd, arms in runs_needed(found)]
+    return [f"`{cmd}`: {', '.join(arms)}" + (f"; {note}" if (note := base_first(cmd)) else "")
+            for cmd, arms in runs_needed(found)]
 
 
 def claims_markdown(found: list[Verdict], notes: Sequence[str] = (), heading: bool = True) -> str:
@@ -474,7 +491,9 @@ def claims_html(found: list[Verdict], notes: Sequence[str] = ()) -> str:
                if notes else "")
     needed = runs_needed(found)  # the command as code, not markdown's backticks
     todo = ("<p class='needed'>Runs still needed for a verdict:</p><ul class='needed'>"
-            + "".join(f"<li><code>{esc(cmd)}</code>: {esc(', '.join(arms))}</li>" for cmd, arms in needed)
+            + "".join(f"<li><code>{esc(cmd)}</code>: {esc(', '.join(arms))}"
+                      + (f"; {esc(note)}" if (note := base_first(cmd)) else "") + "</li>"
+                      for cmd, arms in needed)
             + "</ul>") if needed else ""
     return (f"<table class='claims text'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}"
             f"</tbody></table>{todo}<p class='muted'>Rule: {esc(RULE)}</p>{skipped}")
@@ -586,7 +605,8 @@ def claims_readme(every: Collected, collapse: CollapseConfig) -> str:
     if needed := runs_needed(found):
         parts.append("Runs still needed for a verdict (seeds planned by the power rule; on a "
                      "second base, its pilot first): "
-                     + "; ".join(f"`{cmd}`" for cmd, _ in needed) + ".")
+                     + "; ".join(f"`{cmd}`" + (f" ({note})" if (note := base_first(cmd)) else "")
+                                 for cmd, _ in needed) + ".")
     record = alarms_.score(every, collapse)
     parts.append(f"Collapse alarms over the same runs: {alarms_.counts(record)} (their error rates "
                  "against a label no alarm reads: the report, `reports/alarms.json`).")

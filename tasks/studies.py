@@ -341,6 +341,41 @@ def recorded_calls(rec: Path) -> list[dict]:
                                   for key, (_, dst) in zip(("times", "plan"), _TIMES)}}]
 
 
+def unshipped_base(name: str, root: Path = ROOT) -> float | None:
+    """For a study whose record names a base of its own (not the repository's) and ships none
+    (recorded before records shipped their base, `own_base`): the wall seconds its base build took
+    in the record's calls (0.0 when no call timed it), which the study's next call spends building
+    it again, on a CPU that may build another one (then every recorded run of it is stale). None
+    when the record ships its base, starts from the repository's, or does not exist.
+
+    >>> import tempfile
+    >>> root = Path(tempfile.mkdtemp())
+    >>> lock = "stages: {{build_base: {{outs: [{{path: data/base_model, md5: {}}}]}}}}"
+    >>> _ = (root / "dvc.lock").write_text(lock.format("aaa.dir"))
+    >>> rec = root / RECORDS / "s"; rec.mkdir(parents=True)
+    >>> _ = (rec / "dvc.lock").write_text(lock.format("bbb.dir"))
+    >>> _ = (rec / "times.json").write_text('{"stages": {"build_base": {"action": "run", "seconds": 4356.3}}}')
+    >>> unshipped_base("s", root)
+    4356.3
+    >>> (rec / BASE).mkdir(parents=True); unshipped_base("s", root) is None
+    True
+    """
+    rec = record_dir(name, root)
+    named = _base_hash(rec / "dvc.lock")
+    if named is None or named == _base_hash(root / "dvc.lock") or (rec / BASE).is_dir():
+        return None
+    seconds = 0.0
+    try:
+        calls = recorded_calls(rec)
+    except (OSError, ValueError):
+        calls = []
+    for times in (t for call in calls for t in (call.get("times"), call.get("plan")) if isinstance(t, dict)):
+        stage = (times.get("stages") or {}).get("build_base")
+        if isinstance(stage, dict) and stage.get("action") == "run":
+            seconds = max(seconds, float(stage.get("seconds") or 0.0))
+    return seconds
+
+
 def recorded(root: Path = ROOT) -> dict[str, dict]:
     """Every recorded study: preset -> its study.json (unreadable ones are skipped)."""
     out: dict[str, dict] = {}

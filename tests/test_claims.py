@@ -783,3 +783,25 @@ def test_a_control_read_on_its_own_metric_pairs_the_items(tmp_path) -> None:
     assert v_same.comparisons[0].difference > 0.2 and v_same.verdict == cl.REPRODUCED
     assert "80 items paired by id" in x.basis
     assert "and base's arith/maj@k" in rep.claim_cells(v_own)[3]
+
+
+def test_a_command_whose_study_record_ships_no_base_says_it_builds_one_first(tmp_path) -> None:
+    """A study recorded before records shipped their base (cot_reference, keyword_dump): its
+    next call builds the base again first (73 min for cot_reference), and a CPU that builds
+    another one makes every recorded run stale. "Runs still needed" says so beside its command,
+    with the build's recorded time; not for a record that ships its base, a study on the
+    repository's base, a study with no record, or the default study's command."""
+    lock = "stages: {{build_base: {{outs: [{{path: data/base_model, md5: {}}}]}}}}\n"
+    (tmp_path / "dvc.lock").write_text(lock.format("aaa.dir"))
+    rec = tmp_path / "studies" / "s"
+    write(rec / "times.json", {"stages": {"build_base": {"action": "run", "seconds": 1800.0}}})
+    (rec / "dvc.lock").write_text(lock.format("bbb.dir"))
+    note = rep.base_first("python -m flows.pipeline --study s --methods a b", tmp_path)
+    assert note.startswith("builds the study's base first") and "30 min" in note and "stale" in note
+    assert rep.base_first("python -m flows.pipeline --study s.seed1 --methods a", tmp_path) == ""
+    assert rep.base_first("make study ARGS='--methods a b'", tmp_path) == ""
+    (tmp_path / "studies" / "t").mkdir()
+    (tmp_path / "studies" / "t" / "dvc.lock").write_text(lock.format("aaa.dir"))  # the repository's base
+    assert rep.base_first("python -m flows.pipeline --study t", tmp_path) == ""
+    (rec / "data" / "base_model").mkdir(parents=True)
+    assert rep.base_first("python -m flows.pipeline --study s", tmp_path) == ""
