@@ -440,8 +440,8 @@ def base_first(cmd: str, root: Path | None = None) -> str:
     if seconds is None:
         return ""
     took = f", {seconds / 60:.0f} min when it was recorded" if seconds else ""
-    return (f"builds the study's base first (its record ships none{took}; if this CPU builds "
-            "another, the recorded runs are stale and train again)")
+    return (f"builds the study's base first, its record ships none{took}; if this CPU builds "
+            "another, the recorded runs are stale and train again")
 
 
 def _needed_lines(found: list[Verdict]) -> list[str]:
