@@ -183,6 +183,48 @@ def recorded_seconds(folder: Path = ROOT / "reports" / "times") -> dict[str, flo
     return out
 
 
+# A stage's timeout is there to catch a hung stage, not a slow one: a stage with a recorded wall
+# time gets at least this many times it. (`--study cot_reference` rebuilding its base beside a CI
+# rehearsal ran past the flat 90 min, 1.2x the 73 min its record took, was killed three quarters
+# through its second phase and began again from that phase's start.)
+TIMEOUT_MARGIN = 3.0
+
+
+def stage_timeout(stage: str, floor: float, seen: dict[str, float]) -> float:
+    """The seconds `stage` may run before it is killed (and retried): params
+    `pipeline.stage_timeout_s`, or `TIMEOUT_MARGIN` times its longest recorded wall time here or
+    in the study's record (`study_seconds`), whichever is longer.
+
+    >>> stage_timeout("build_base", 5400, {"build_base": 4356.3})
+    13068.9
+    >>> stage_timeout("report", 5400, {"report": 60.0}), stage_timeout("train@rlvr-0", 5400, {})
+    (5400, 5400)
+    """
+    return max(floor, round(TIMEOUT_MARGIN * seen.get(stage, 0.0), 1))
+
+
+def study_seconds(root: Path = ROOT) -> dict[str, float]:
+    """In a study's workspace, each stage's longest wall time over its record's calls
+    (tasks/studies.py `recorded_calls`); {} in the default study, whose times are
+    `reports/times` (`recorded_seconds`)."""
+    from tasks import studies
+
+    name = studies.study_name(root)
+    out: dict[str, float] = {}
+    if not name:
+        return out
+    try:
+        calls = studies.recorded_calls(studies.record_dir(name, studies.main_checkout(root)))
+    except (OSError, ValueError):
+        return out  # a timeout's hint, never worth failing a run for
+    for times in (t for c in calls for t in (c.get("times"), c.get("plan")) if isinstance(t, dict)):
+        stages = times.get("stages")
+        for stage, t in stages.items() if isinstance(stages, dict) else ():
+            if isinstance(t, dict) and t.get("action") not in ("skip", "not run") and t.get("seconds"):
+                out[stage] = max(out.get(stage, 0.0), float(t["seconds"]))
+    return out
+
+
 def retryable(task, task_run, state) -> bool:
     """Prefect's retry condition: a stage that rejected its input (exit 2) is not retried, since
     the same params or rows fail the same way; anything else (a crash, a killed worker, a
@@ -456,7 +498,8 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
 
         def start(s: str, threads: int):  # a worker's threads are its own (threads_per_stage)
             return submit.submit(s, rev, sorted(graph[s] & set(order)), cfg.stage_deployment,
-                                 force=s in forced, timeout_s=timeout, extra_env=extra_env)
+                                 force=s in forced, timeout_s=stage_timeout(s, timeout, seen),
+                                 extra_env=extra_env)
     else:
         local = run_stage.with_options(retries=retries if retries is not None else cfg.retries)
 
@@ -464,7 +507,8 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
             env = extra_env
             if held.get(s):  # the GPUs this stage was given, and only those
                 env = {**extra_env, "CUDA_VISIBLE_DEVICES": ",".join(map(str, held[s]))}
-            return local.submit(s, force=s in forced, timeout_s=timeout, threads=threads,
+            return local.submit(s, force=s in forced, timeout_s=stage_timeout(s, timeout, seen),
+                                threads=threads,
                                 extra_env=env, keep_recorded=keep_recorded)
 
     results: dict[str, dict] = {}
@@ -475,6 +519,9 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
     pending = list(order)
     depth = depths(graph, order)
     expected = recorded_seconds()
+    # An explicit `stage_timeout_s` is the limit as given; params' is a floor (`stage_timeout`).
+    seen = {} if stage_timeout_s else {s: max(expected.get(s, 0.0), t)
+                                       for s, t in {**expected, **study_seconds()}.items()}
     # Arms with an evaluation on disk (a resumed study's record laid back): finish them first.
     evaluated = {f.parent.parent.name for f in (ROOT / "data" / "eval").glob("*/seed*/metrics.json")}
     board, shown, bar = Board(), time.monotonic(), _progress_artifact(len(order))

@@ -560,3 +560,20 @@ def test_a_preset_studys_plan_costs_its_trainings_from_its_record(tmp_path, monk
     cost = pl.study_plan(tmp_path, "s1", ["t", "c"], [0, 1, 2], record / "data")[2]
     runs = len(extra)
     assert cost == f"{runs} more runs, about {runs * 600 / 3600:.1f} CPU-h (train + evaluate: committed stage times)"
+
+
+def test_a_stage_with_a_recorded_time_gets_a_timeout_of_several_times_it(tmp_path) -> None:
+    """The timeout catches a hung stage, not a slow one: a study's base build recorded at 73 min
+    gets three times that in the study's workspace (its record's times), not the flat 90 min
+    that killed a rebuild running beside a CI rehearsal three quarters through; a stage with no
+    recorded time, and the default study's workspace, keep params' limit."""
+    from flows import pipeline as pl
+
+    record = tmp_path / "studies" / "s1"
+    write(record / "times.json", {"stages": {"build_base": {"action": "run", "seconds": 4356.3},
+                                             "evaluate_base": {"action": "skip", "seconds": 9000.0}}})
+    seen = pl.study_seconds(tmp_path / studies.WORKSPACES / "s1")
+    assert seen == {"build_base": 4356.3}
+    assert pl.stage_timeout("build_base", 5400, seen) == pytest.approx(3 * 4356.3)
+    assert pl.stage_timeout("evaluate_base", 5400, seen) == 5400
+    assert pl.study_seconds(tmp_path) == {}
