@@ -210,19 +210,8 @@ def study_seconds(root: Path = ROOT) -> dict[str, float]:
     from tasks import studies
 
     name = studies.study_name(root)
-    out: dict[str, float] = {}
-    if not name:
-        return out
-    try:
-        calls = studies.recorded_calls(studies.record_dir(name, studies.main_checkout(root)))
-    except (OSError, ValueError):
-        return out  # a timeout's hint, never worth failing a run for
-    for times in (t for c in calls for t in (c.get("times"), c.get("plan")) if isinstance(t, dict)):
-        stages = times.get("stages")
-        for stage, t in stages.items() if isinstance(stages, dict) else ():
-            if isinstance(t, dict) and t.get("action") not in ("skip", "not run") and t.get("seconds"):
-                out[stage] = max(out.get(stage, 0.0), float(t["seconds"]))
-    return out
+    return (studies.recorded_stage_seconds(studies.record_dir(name, studies.main_checkout(root)))
+            if name else {})
 
 
 def retryable(task, task_run, state) -> bool:

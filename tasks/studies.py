@@ -364,16 +364,23 @@ def unshipped_base(name: str, root: Path = ROOT) -> float | None:
     named = _base_hash(rec / "dvc.lock")
     if named is None or named == _base_hash(root / "dvc.lock") or (rec / BASE).is_dir():
         return None
-    seconds = 0.0
+    return recorded_stage_seconds(rec).get("build_base", 0.0)
+
+
+def recorded_stage_seconds(rec: Path) -> dict[str, float]:
+    """Each stage's longest wall time over a record's calls (`recorded_calls`), stages that did
+    something only (not `skip` or `not run`); {} for an unreadable record."""
+    out: dict[str, float] = {}
     try:
         calls = recorded_calls(rec)
     except (OSError, ValueError):
-        calls = []
-    for times in (t for call in calls for t in (call.get("times"), call.get("plan")) if isinstance(t, dict)):
-        stage = (times.get("stages") or {}).get("build_base")
-        if isinstance(stage, dict) and stage.get("action") == "run":
-            seconds = max(seconds, float(stage.get("seconds") or 0.0))
-    return seconds
+        return out
+    for times in (t for c in calls for t in (c.get("times"), c.get("plan")) if isinstance(t, dict)):
+        stages = times.get("stages")
+        for stage, t in stages.items() if isinstance(stages, dict) else ():
+            if isinstance(t, dict) and t.get("action") not in ("skip", "not run") and t.get("seconds"):
+                out[stage] = max(out.get(stage, 0.0), float(t["seconds"]))
+    return out
 
 
 def recorded(root: Path = ROOT) -> dict[str, dict]:
