@@ -111,13 +111,34 @@ def profile_table() -> str:
 
 
 GPU_LINE = re.compile(r"^(\d\d:\d\d:\d\d )?(PASS|FAIL|SKIP|MEASURE|smoke:)")
+# One optimiser step as TRL logs it (a dict literal, after the optional time stamp).
+TRL_STEP = re.compile(r"^(\d\d:\d\d:\d\d )?(\{'loss': .*\})\s*$")
+
+
+def trl_step_line(line: str) -> str | None:
+    """A TRL step log as one short line (its step time, completions and tokens), or None."""
+    import ast
+
+    match = TRL_STEP.match(line)
+    if not match:
+        return None
+    try:
+        logged = ast.literal_eval(match.group(2))
+    except (ValueError, SyntaxError):
+        return None
+    if "step_time" not in logged:
+        return None
+    keys = ("step_time", "completions/mean_length", "num_tokens", "epoch")
+    return (match.group(1) or "") + "TRL step: " + ", ".join(
+        f"{k} {logged[k]}" for k in keys if k in logged)
 
 
 def gpu_runs_block(folder: Path | None = None) -> str:
     """docs/gpu.md's record of what ran on a GPU: for each run in `<folder>/runs.json` (default
     benchmarks/results/gpu/), its command, the software the device reported, and the result
     lines of its committed log (PASS/FAIL/SKIP/MEASURE, as printed; the rest is progress output).
-    The last line of the log is shown too when it is not a result line (a run its timeout ended)."""
+    The last line of the log is shown too when it is not a result line (a run its timeout ended),
+    and a `--measure` run that printed no MEASURE line shows the steps TRL logged (`trl_step_line`)."""
     folder = folder or RESULTS / "gpu"
     index = folder / "runs.json"
     if not index.exists():
@@ -125,10 +146,18 @@ def gpu_runs_block(folder: Path | None = None) -> str:
     out = []
     for run in json.loads(index.read_text()):
         lines = (folder / run["log"]).read_text(encoding="utf-8", errors="replace").splitlines()
-        shown = [line.split("\r")[-1] for line in lines if GPU_LINE.match(line)]
-        last = lines[-1].split("\r")[-1] if lines else ""
+        lines = [line.split("\r")[-1] for line in lines]
+        shown = [line for line in lines if GPU_LINE.match(line)]
+        if "--measure" in run["command"] and not any(GPU_LINE.match(x).group(2) == "MEASURE" for x in shown):
+            # A measurement its timeout ended: the steps TRL logged before it are the result.
+            shown += [step for step in map(trl_step_line, lines) if step]
+        last = lines[-1] if lines else ""
         if last and not GPU_LINE.match(last):
-            shown += [f"(the log ends here) {last}"]
+            step = trl_step_line(last)
+            if step and shown and shown[-1] == step:
+                shown[-1] = f"(the log ends here) {step}"
+            else:
+                shown += [f"(the log ends here) {step or last}"]
         software = (folder / run["software"]).read_text().split() if run.get("software") else []
         names = ["python", "torch", "transformers", "trl", "prefect", "mlflow", "datasets"]
         versions = ", ".join(f"{n} {v}" for n, v in zip(names, software))

@@ -80,6 +80,26 @@ def test_the_gpu_record_shows_each_logged_runs_result_lines_and_where_a_log_was_
     assert tables.gpu_runs_block(tmp_path / "none").startswith("_Nothing has run on a GPU yet")
 
 
+def test_a_measure_its_timeout_ended_shows_the_steps_trl_logged(tmp_path) -> None:
+    """A `--measure` run cut short prints no MEASURE line: its record shows each step TRL logged
+    (step time, completion length, tokens) instead of the whole logged dict; a smoke's steps stay
+    out, and a line that only looks like a step log is shown as it is."""
+    from benchmarks import tables
+
+    step = "{'loss': '0', 'num_tokens': '3.3e+05', 'completions/mean_length': '512', 'step_time': '108.1'}"
+    (tmp_path / "m.log").write_text(f"PASS bf16: GPU X\n12:00:05 {step}\nloading\n12:01:00 {step}\n")
+    (tmp_path / "s.log").write_text(f"{step}\nPASS rlvr: finite loss\n{{'loss': broken}}\n")
+    (tmp_path / "runs.json").write_text(json.dumps([
+        {"log": "m.log", "date": "d", "command": "gpu_smoke.sh --measure 2"},
+        {"log": "s.log", "date": "d", "command": "gpu_smoke.sh"}]))
+    block = tables.gpu_runs_block(tmp_path)
+    short = "TRL step: step_time 108.1, completions/mean_length 512, num_tokens 3.3e+05"
+    assert f"PASS bf16: GPU X\n12:00:05 {short}\n(the log ends here) 12:01:00 {short}\n```" in block
+    smoke = block.split("`gpu_smoke.sh`")[1]
+    assert "TRL step" not in smoke and "(the log ends here) {'loss': broken}" in smoke
+    assert tables.trl_step_line("12:00:00 {'loss': '0'}") is None  # no step time: not a step
+
+
 def test_the_study_times_table_counts_what_each_study_ran_and_adds_its_plans_call(tmp_path) -> None:
     """docs/speed.md's study costs: stages that ran (not those up to date), the base build, the
     trainings' mean, and the wall time of the pilot's call plus the plan's."""
