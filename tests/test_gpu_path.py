@@ -393,6 +393,25 @@ def test_the_measure_can_split_a_steps_rollouts(tmp_path):
         grpo_config(bad.method_grpo("rlvr"), seed=0, output_dir=tmp_path / "out")
 
 
+def test_the_measure_trains_without_the_held_out_callback_and_the_smoke_with_it():
+    """`--measure` times training steps: the hook hands the trainer the train stage's callbacks
+    but the held-out one (its samples at step 0 and at the end run to the recipe's completion cap
+    on a random model: minutes at 0.6B), while the smoke keeps it (a check of the real stage)."""
+    import types
+
+    from models.callbacks import HeldoutCallback
+
+    smoke = smoke_script()
+    heldout, other = HeldoutCallback.__new__(HeldoutCallback), object()
+    for measure, kept in ((True, [other]), (False, [heldout, other])):
+        seen: dict = {}
+        module = types.SimpleNamespace(train=lambda *a, seen=seen, **k: seen.update(k))
+        smoke.Watch(measure=measure).hook(module)
+        module.train("policy", [], "plan", "g", callbacks=[heldout, other])
+        assert seen["callbacks"][:-1] == kept  # the hook's own watcher comes last
+        assert type(seen["callbacks"][-1]).__name__ == "Seen"
+
+
 def test_steps_per_generation_splits_an_optimiser_steps_rollouts(qwen3_folder, tmp_path):
     """One GRPO step of 4 prompts in 4 micro-batches: by default TRL generates all 4 prompts'
     groups in one call; with grpo.steps_per_generation = 2, two calls of 2 prompts' groups, and
