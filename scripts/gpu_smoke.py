@@ -202,8 +202,9 @@ class Watch:
 def without_heldout(callbacks: list) -> list:
     """The train stage's callbacks but the held-out one. Its samples at step 0 and at the end get
     the recipe's completion budget (flows/train.py), and a random model writes every one to that
-    cap: at Qwen3-0.6B's size on an H200 the stage had not reached its first step 270 s in, and
-    the MEASURE line, printed when the stage ends, never came (docs/gpu.md, section 9)."""
+    cap. At Qwen3-0.6B's size on an H200 a stage with it had not reached its first step 270 s in
+    (this evaluation part of that setup, how much not timed), and the MEASURE line, printed when
+    the stage ends, never came (docs/gpu.md, section 9)."""
     from models.callbacks import HeldoutCallback
 
     return [c for c in callbacks if not isinstance(c, HeldoutCallback)]
