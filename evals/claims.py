@@ -633,9 +633,15 @@ def compare(runs: Runs, claim: Claim, treatment: str, control: str | None, notes
         basis += f"; {extra} run{'s' * (extra != 1)} beyond the planned {want} seeds per arm left out"
     if behind:
         cost = _cost(arm_runs, behind, runs)
+        # A plan at the cap is run all the same (the verdict is computed once, on the planned
+        # seeds), but a reader is told the odds: the rule wanted more than the cap allows.
+        short_of_power = "beyond" in plan
         need = (f"{want} seeds per arm (" + ", ".join(f"{a} has {seeds[a]}" for a in behind) + ")"
-                + (f", {cost}" if cost else ""))
-        return result(INCONCLUSIVE, f"{want} seeds per arm needed (the power rule, from the pilot)",
+                + (f", {cost}" if cost else "")
+                + (f"; a decision there is unlikely: the power rule wants {plan['beyond']}"
+                   if short_of_power else ""))
+        return result(INCONCLUSIVE, f"{want} seeds per arm needed (the power rule, from the pilot"
+                      + ("; the cap, short of the rule's 80% power" if short_of_power else "") + ")",
                       basis=basis, plan=plan, needs=need, test=test, values=values)
     t, c = arrays(chosen) if control is not None else (arrays(chosen)[0], None)
     p = None

@@ -100,8 +100,13 @@ def test_a_noisy_small_difference_is_inconclusive(tmp_path) -> None:
     # The pilot is too noisy to decide: the power rule plans the cap, and no interval is
     # computed before those seeds exist (a verdict is computed once, on the planned seeds).
     assert v.verdict == cl.INCONCLUSIVE and x.difference is None and x.plan["seeds"] == cl.MAX_SEEDS
-    assert v.reason == "10 seeds per arm needed (the power rule, from the pilot)"
+    # The cap is planned because nothing up to it reaches the rule's power, and the reader is
+    # told so before the 14 runs are spent, not only after.
+    assert v.reason == ("10 seeds per arm needed (the power rule, from the pilot; "
+                        "the cap, short of the rule's 80% power)")
     assert v.needs.startswith("10 seeds per arm (t has 3, c has 3), 14 more runs")
+    assert v.needs.endswith("; a decision there is unlikely: the power rule wants " + x.plan["beyond"])
+    assert x.plan["beyond"].startswith("more than the cap of 10 seeds per arm")
     # With the planned seeds on disk the interval is computed, and it includes 0.
     rng = np.random.default_rng(3)
     arms(tmp_path, np.vstack([t, rng.integers(0, 2, (7, 4))]), np.vstack([c, rng.integers(0, 2, (7, 4))]))
@@ -505,7 +510,13 @@ def test_the_cost_of_more_seeds_reads_a_studys_committed_stage_times(tmp_path) -
         for seed in range(3):
             path = study / "data" / "eval" / arm / f"seed{seed}" / "metrics.json"
             write(path, {**json.loads(path.read_text()), "eval_seconds": 100.0})
-    needs = study_needs(tmp_path)
+    full = study_needs(tmp_path)
+    # The pilot's item spread puts 80% power beyond 60 items: that is said after the cost.
+    assert full().endswith("; a decision there is unlikely: the power rule wants 664 test items per run "
+                           "(today 60) at 10 seeds per arm")
+
+    def needs() -> str:
+        return full().split("; a decision there is unlikely")[0]
 
     assert needs().endswith("14 more runs, at least 0.4 CPU-h (their evaluations alone: no training "
                             "time is committed)")   # 14 × 100 s
