@@ -95,6 +95,7 @@ from evals.stats import (
     SEED,
     paired_bootstrap,
     permutation_p,
+    power_at,
     seeds_needed,
     snap,
     t_interval,
@@ -638,10 +639,10 @@ def compare(runs: Runs, claim: Claim, treatment: str, control: str | None, notes
         short_of_power = "beyond" in plan
         need = (f"{want} seeds per arm (" + ", ".join(f"{a} has {seeds[a]}" for a in behind) + ")"
                 + (f", {cost}" if cost else "")
-                + (f"; a decision there is unlikely: the power rule wants {plan['beyond']}"
-                   if short_of_power else ""))
+                + (f"; the power rule wants {plan['beyond']}" if short_of_power else ""))
         return result(INCONCLUSIVE, f"{want} seeds per arm needed (the power rule, from the pilot"
-                      + ("; the cap, short of the rule's 80% power" if short_of_power else "") + ")",
+                      + (f"; the cap, where its power is {plan['power']:.0%}" if short_of_power else "")
+                      + ")",
                       basis=basis, plan=plan, needs=need, test=test, values=values)
     t, c = arrays(chosen) if control is not None else (arrays(chosen)[0], None)
     p = None
@@ -676,14 +677,19 @@ def _plan(rule, pilot: Sequence[np.ndarray], per_run: bool, minimum: int, cap: i
                         arm_vars=arm_vars if per_run else None)
     plan = {"pilot_difference": round(snap(diff), 4), "gap": round(snap(g), 4),
             "seed_var": round(snap(seed_var), 6), "item_var": round(snap(item_var), 6)}
+    # What the cap can still expect, when the rule wanted more (the odds a reader weighs
+    # before spending the planned runs): at today's items.
+    power = round(power_at(g, seed_var, cap, item_var, items, arm_vars if per_run else None), 2)
     if n is None:
-        return {**plan, "seeds": cap, "items": None,
+        return {**plan, "seeds": cap, "items": None, "power": power,
                 "beyond": f"more than the cap of {cap} seeds per arm"
                           + ("" if per_run else " even with more items")  # a per-run number has no items
-                          + f" (the pilot's difference is {g:.3f} from the bound it must clear)"}
+                          + f" (the pilot's difference is {g:.3f} from the bound it must clear;"
+                          + f" at the cap its power is {power:.0%})"}
     plan.update(seeds=n, items=m)
     if m is not None and m > items:
-        plan["beyond"] = f"{m} test items per run (today {items}) at {cap} seeds per arm"
+        plan.update(power=power, beyond=f"{m} test items per run (today {items}) at {cap} seeds per arm"
+                                        f" (with today's items its power is {power:.0%})")
     return plan
 
 

@@ -235,3 +235,30 @@ def seeds_needed(gap: float, seed_var: float, item_var: float = 0.0, items: int 
     if item_var <= 0 or left <= 0:
         return None, None
     return cap, math.ceil(item_var / left - 1e-9)
+
+
+def power_at(gap: float, seed_var: float, n: int, item_var: float = 0.0, items: int = 0,
+             arm_vars: list[float] | None = None) -> float:
+    """The power rule read the other way: the chance, the pilot's difference taken as true, that
+    `n` seeds per arm (and `items` items) give an interval clearing the bound `gap` away
+    (`seeds_needed`'s normal approximation; with `arm_vars`, a per-run measure, the t
+    distribution at the Welch-Satterthwaite degrees of freedom). What a plan stopped by its cap
+    can still expect.
+
+    >>> round(power_at(0.1, seed_var=0.01, n=8), 2)             # seeds_needed's 8: 80% or more
+    0.81
+    >>> round(power_at(0.0033, 0.00224, 10, item_var=0.010075, items=200), 2)  # a hopeless cap
+    0.04
+    >>> round(power_at(0.1139, 0.014076, 10, arm_vars=[0.014076]), 2)  # per run, 9 d.f.
+    0.77
+    """
+    if gap <= 0:
+        return 0.0
+    se = math.sqrt(seed_var / n + (item_var / items if items else 0.0))
+    if se == 0:
+        return 1.0
+    if arm_vars is None:
+        return float(st.norm.cdf(gap / se - st.norm.ppf(1 - ALPHA / 2)))
+    spread = [v for v in arm_vars if v > 0]
+    df = (n - 1) * sum(spread) ** 2 / sum(v * v for v in spread) if spread else math.inf
+    return float(st.t.cdf(gap / se - st.t.ppf(1 - ALPHA / 2, df), df))

@@ -13,6 +13,7 @@ import pytest
 from core.io import DataError
 from core.params import load
 from evals import claims as cl
+from evals import stats
 from evals.items import item_scores
 from evals.registry import BENCHMARKS
 from flows import report as rep
@@ -102,11 +103,11 @@ def test_a_noisy_small_difference_is_inconclusive(tmp_path) -> None:
     assert v.verdict == cl.INCONCLUSIVE and x.difference is None and x.plan["seeds"] == cl.MAX_SEEDS
     # The cap is planned because nothing up to it reaches the rule's power, and the reader is
     # told so before the 14 runs are spent, not only after.
+    assert x.plan["beyond"].startswith("more than the cap of 10 seeds per arm") and x.plan["power"] < 0.8
     assert v.reason == ("10 seeds per arm needed (the power rule, from the pilot; "
-                        "the cap, short of the rule's 80% power)")
+                        f"the cap, where its power is {x.plan['power']:.0%})")
     assert v.needs.startswith("10 seeds per arm (t has 3, c has 3), 14 more runs")
-    assert v.needs.endswith("; a decision there is unlikely: the power rule wants " + x.plan["beyond"])
-    assert x.plan["beyond"].startswith("more than the cap of 10 seeds per arm")
+    assert v.needs.endswith("; the power rule wants " + x.plan["beyond"])
     # With the planned seeds on disk the interval is computed, and it includes 0.
     rng = np.random.default_rng(3)
     arms(tmp_path, np.vstack([t, rng.integers(0, 2, (7, 4))]), np.vstack([c, rng.integers(0, 2, (7, 4))]))
@@ -364,8 +365,33 @@ def test_a_per_run_pilot_beyond_the_cap_names_seeds_not_items(tmp_path) -> None:
     (v,), _ = judge(tmp_path, rises)
     x = v.comparisons[0]
     assert x.plan["seeds"] == 10 and x.plan["beyond"] == (
-        "more than the cap of 10 seeds per arm (the pilot's difference is 0.114 from the bound it must clear)")
+        "more than the cap of 10 seeds per arm (the pilot's difference is 0.114 from the bound it must clear; "
+        "at the cap its power is 77%)")
+    # 77%: the t distribution at 9 degrees of freedom (evals.stats.power_at); the rule wants 80%.
+    assert x.plan["power"] == 0.77
     assert cl.per_seed(x) == "per seed +0.134 +0.221 -0.013; 2 of 3 above 0"
+
+@pytest.mark.parametrize("gap, seed_var, item_var, arm_vars", [
+    (0.1, 0.01, 0.0, None),                 # per item, seeds alone
+    (0.05, 0.002, 0.02, None),              # per item, items too
+    (0.05, 0.002, 0.2, None),               # per item, more items than 200 needed at the cap
+    (0.3, 0.05, 0.0, [0.03, 0.02]),         # per run, Welch
+    (0.5506, 0.1136, 0.0, [0.1136]),        # per run, one sample (the docstring's example)
+])
+def test_the_power_at_the_planned_seeds_is_the_rules_eighty_percent(gap, seed_var, item_var, arm_vars) -> None:
+    """power_at reads the power rule backwards: at the seeds seeds_needed plans the power is at
+    least 80%, one seed fewer it is below (else the plan would have stopped there)."""
+    n, m = stats.seeds_needed(gap, seed_var, item_var, 200, cap=20, minimum=2, arm_vars=arm_vars)
+    items = m or 200
+    assert n is not None and n > 2
+    assert stats.power_at(gap, seed_var, n, item_var, items, arm_vars) >= 0.8 - 1e-9
+    if m is None:
+        assert stats.power_at(gap, seed_var, n - 1, item_var, items, arm_vars) < 0.8
+    else:  # at the cap: one item fewer falls short, and today's 200 items fall short too
+        assert stats.power_at(gap, seed_var, n, item_var, items - 1, arm_vars) < 0.8
+        assert stats.power_at(gap, seed_var, n, item_var, 200, arm_vars) < 0.8
+    assert stats.power_at(0.0, seed_var, n, item_var, items, arm_vars) == 0.0   # no gap: no decision
+
 
 # ------------------------------------------------------------------------------ the declared claims
 
@@ -512,11 +538,11 @@ def test_the_cost_of_more_seeds_reads_a_studys_committed_stage_times(tmp_path) -
             write(path, {**json.loads(path.read_text()), "eval_seconds": 100.0})
     full = study_needs(tmp_path)
     # The pilot's item spread puts 80% power beyond 60 items: that is said after the cost.
-    assert full().endswith("; a decision there is unlikely: the power rule wants 664 test items per run "
-                           "(today 60) at 10 seeds per arm")
+    assert full().endswith("; the power rule wants 664 test items per run (today 60) at 10 seeds per arm "
+                           "(with today's items its power is 28%)")
 
     def needs() -> str:
-        return full().split("; a decision there is unlikely")[0]
+        return full().split("; the power rule wants")[0]
 
     assert needs().endswith("14 more runs, at least 0.4 CPU-h (their evaluations alone: no training "
                             "time is committed)")   # 14 × 100 s
