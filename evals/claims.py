@@ -134,8 +134,9 @@ RULE = ("Per item (a test metric scored item by item): paired bootstrap (10,000 
         "bound is below it (`less` mirrored); `within` is reproduced when the interval lies "
         "inside ±margin, not reproduced when it lies wholly outside. Seeds per arm: 3 pilot seeds, "
         "then the number the power rule plans from the pilot alone (80% power at 95%: a normal "
-        "approximation per item, the t-interval's own quantiles per run; capped per claim); the "
-        "verdict is computed once on the planned seeds. Preconditions first: a claim's "
+        "approximation per item, the t-interval's own quantiles per run; capped per claim, and where "
+        "the cap falls short of 80% the power it leaves is shown); the verdict is computed "
+        "once on the planned seeds. Preconditions first: a claim's "
         "comparisons get their planned seeds once its preconditions hold. A failed precondition "
         "makes a claim not tested; runs from different or stale bases are never pooled.")
 
