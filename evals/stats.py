@@ -172,6 +172,17 @@ def permutation_p(treatment, control=None, alternative: str = "two-sided", seed:
 Z = float(st.norm.ppf(1 - ALPHA / 2) + st.norm.ppf(POWER))  # 1.96 + 0.84 = 2.80
 
 
+def welch_df(arm_vars: list[float], n: int) -> float:
+    """The Welch-Satterthwaite degrees of freedom of `n` runs per arm whose between-seed
+    variances are `arm_vars` (the arms with no spread add nothing; none with spread: infinite).
+
+    >>> welch_df([0.1], 3), welch_df([0.1, 0.1], 5), welch_df([0.1, 0.0], 5), welch_df([0.0], 4)
+    (2.0, 8.0, 4.0, inf)
+    """
+    spread = [v for v in arm_vars if v > 0]
+    return (n - 1) * sum(spread) ** 2 / sum(v * v for v in spread) if spread else math.inf
+
+
 def t_quantiles(arm_vars: list[float], n: int) -> float:
     """t_{1-alpha/2} + t_{power} at the Welch-Satterthwaite degrees of freedom of `n` runs per arm
     whose between-seed variances are `arm_vars` (the arms with spread: one for a one-sample
@@ -180,8 +191,7 @@ def t_quantiles(arm_vars: list[float], n: int) -> float:
     >>> round(t_quantiles([0.1], 3), 2), round(t_quantiles([0.1, 0.1], 5), 2), round(Z, 2)
     (5.36, 3.19, 2.8)
     """
-    spread = [v for v in arm_vars if v > 0]
-    df = (n - 1) * sum(spread) ** 2 / sum(v * v for v in spread) if spread else math.inf
+    df = welch_df(arm_vars, n)
     return float(st.t.ppf(1 - ALPHA / 2, df) + st.t.ppf(POWER, df))
 
 
@@ -259,6 +269,5 @@ def power_at(gap: float, seed_var: float, n: int, item_var: float = 0.0, items: 
         return 1.0
     if arm_vars is None:
         return float(st.norm.cdf(gap / se - st.norm.ppf(1 - ALPHA / 2)))
-    spread = [v for v in arm_vars if v > 0]
-    df = (n - 1) * sum(spread) ** 2 / sum(v * v for v in spread) if spread else math.inf
+    df = welch_df(arm_vars, n)
     return float(st.t.cdf(gap / se - st.t.ppf(1 - ALPHA / 2, df), df))

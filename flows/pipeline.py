@@ -42,8 +42,7 @@ from tasks.progress import Board
 TIMES = ROOT / "reports" / "times"
 # Matrix stages (`train@a-0`, `train_extra@a-3`): tasks/stages.py.
 _MATRIX, EXTRA, stage_kind = st.MATRIX, st.EXTRA, st.stage_kind
-# What a stage that ran nothing reports (tasks.stages.reproduce_in_place).
-UP_TO_DATE = ("skip", "recorded")
+UP_TO_DATE = st.UP_TO_DATE
 
 
 def select(graph: dict[str, set[str]], methods: list[str] | None = None,
@@ -572,8 +571,10 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
         raise kind("; ".join(failed.values())
                    + (f" ({len(blocked)} downstream stage(s) not run)" if blocked else ""))
     if by_plan:  # the plan is fixed now, from the pilot alone; then its seeds and the report
+        from tasks import studies
+
         plan_times = Path(times_file).with_suffix(".plan.json") if times_file else None
-        part = plan_times.with_suffix(".round.json") if plan_times else None
+        part = studies.round_times(plan_times) if plan_times else None
 
         still = set(waiting)  # the arms that wait, fewer as their preconditions hold
 
@@ -591,7 +592,7 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
                            times_file=str(part) if part else None, extend=False,
                            keep_recorded=keep_recorded, leave_out=sorted(still))
             if part and plan_times:
-                merge_times(plan_times, part)
+                studies.merge_times(plan_times, part)
             return out
 
         if plan_times:
@@ -612,26 +613,6 @@ def plan_rounds(plan: Callable[[], list[str]], run: Callable[[list[str]], dict])
         results.update(run(added))
         done.update(added)
     return results
-
-
-def merge_times(total: Path, part: Path) -> None:
-    """Add a round's stage times (`part`, removed) to `total`: its stages after the ones already
-    there (start times shifted by the wall time so far), the wall times added up."""
-    from core.io import read_json, write_json
-
-    new = read_json(part)
-    if total.exists():
-        old = read_json(total)
-        shift = old["wall_seconds"]
-        stages = dict(old["stages"])
-        for s, v in new["stages"].items():
-            # A later round that found a stage up to date does not hide the round that ran it.
-            if v.get("action") in UP_TO_DATE and stages.get(s, {}).get("action") not in (None, *UP_TO_DATE):
-                continue
-            stages[s] = {**v, "start_s": round(v["start_s"] + shift, 1)}
-        new = {**new, "wall_seconds": round(shift + new["wall_seconds"], 1), "stages": stages}
-    write_json(total, new)
-    part.unlink()
 
 
 def is_extra(stage: str) -> bool:

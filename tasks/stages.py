@@ -60,6 +60,8 @@ from core.params import ROOT
 # arm (params `extra_runs`) is `<stage>_extra@<method>-<seed>`.
 MATRIX = re.compile(r"^(?P<kind>[^@]+)@(?P<method>.+)-(?P<seed>-?\d+)$")
 EXTRA = "_extra"
+# What a stage that ran nothing reports (`reproduce_in_place`).
+UP_TO_DATE = ("skip", "recorded")
 
 
 def stage_kind(stage: str) -> str:

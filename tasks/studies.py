@@ -59,7 +59,7 @@ import yaml
 
 from core.io import read_json, write_json
 from core.params import ROOT, ParamsError, load, read_raw
-from tasks.stages import committed_revision, git, remove, run_command, stage_env
+from tasks.stages import UP_TO_DATE, committed_revision, git, remove, run_command, stage_env
 
 WORKSPACES = ".studies"
 RECORDS = "studies"
@@ -69,6 +69,16 @@ _RECORDED = ("eval", "plots", "base_model_info.json")
 # writes `.plan.json` beside it), recorded as `times.json` and `times.plan.json`.
 TIMES_FILE = Path("reports") / "times" / "study.json"
 _TIMES = ((TIMES_FILE, "times.json"), (TIMES_FILE.with_suffix(".plan.json"), "times.plan.json"))
+
+
+def round_times(plan_times: Path) -> Path:
+    """Where a plan round writes its stage times as it goes (`study.plan.round.json` beside
+    `study.plan.json`), merged into the plan's at the round's end (`merge_times`), or by `record`
+    when the call was stopped inside the round."""
+    return plan_times.with_suffix(".round.json")
+
+
+_ROUND = round_times(_TIMES[1][0])
 # The files of an arm's run a record keeps (data/eval/<arm>/..., data/plots/<arm>/...).
 RESULT_FILES = ("metrics.json", "headline.json", "items.json", "train.json", "heldout.json", "test.json")
 CALLS_FILE = "times.calls.json"  # every call's times, in order, in the record
@@ -182,7 +192,7 @@ def prepare(name: str, root: Path = ROOT, log: Callable[[str], object] = print) 
     # a preset that keeps the default base (intrinsic_long) does not build and score it again.
     rec = record_dir(name, root)
     kept = {} if (rec / "dvc.lock").exists() else base_chain(ws)
-    for f in ("dvc.lock", *(f"data/{p}" for p in _RECORDED), *(src for src, _ in _TIMES)):
+    for f in ("dvc.lock", *(f"data/{p}" for p in _RECORDED), *(src for src, _ in _TIMES), _ROUND):
         remove(ws / f)  # the times too: a record never carries an earlier invocation's
     for rel, content in kept.items():
         (ws / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -265,6 +275,8 @@ def record(study: dict, finished: bool, root: Path = ROOT) -> Path:
     for rel in result_files(ws, study["methods"]):
         _copy(ws / rel, staging / rel)
     kept_from_last_record(rec, staging, ws, study["methods"])
+    if (ws / _ROUND).exists():  # a call stopped inside a plan round: what the round did so far
+        merge_times(ws / _TIMES[1][0], ws / _ROUND)
     for src, dst in _TIMES:
         _copy(ws / src, staging / dst)
     calls = recorded_calls(rec) + [{"commit": study.get("commit"), **{
@@ -277,6 +289,25 @@ def record(study: dict, finished: bool, root: Path = ROOT) -> Path:
     remove(rec)
     staging.rename(rec)
     return rec
+
+
+def merge_times(total: Path, part: Path) -> None:
+    """Add a round's stage times (`part`, removed) to `total`: its stages after the ones already
+    there (start times shifted by the wall time so far), the wall times added up, and whether the
+    round `finished` (a round stopped by hand did not)."""
+    new = read_json(part)
+    if total.exists():
+        old = read_json(total)
+        shift = old["wall_seconds"]
+        stages = dict(old["stages"])
+        for s, v in new["stages"].items():
+            # A later round that found a stage up to date does not hide the round that ran it.
+            if v.get("action") in UP_TO_DATE and stages.get(s, {}).get("action") not in (None, *UP_TO_DATE):
+                continue
+            stages[s] = {**v, "start_s": round(v["start_s"] + shift, 1)}
+        new = {**new, "wall_seconds": round(shift + new["wall_seconds"], 1), "stages": stages}
+    write_json(total, new)
+    part.unlink()
 
 
 def result_files(folder: Path, methods: list[str]) -> list[Path]:

@@ -324,14 +324,14 @@ def test_the_plan_is_asked_again_until_it_adds_nothing(tmp_path) -> None:
     total, part = tmp_path / "study.plan.json", tmp_path / "study.plan.round.json"
     for stage, wall in (("train_extra@p-3", 300.0), ("train_extra@t-3", 200.0)):
         pl.write_times(part, {stage: (1.0, wall)}, {stage: {"action": "run"}}, {}, wall + 1, 2)
-        pl.merge_times(total, part)
+        studies.merge_times(total, part)
     merged = json.loads(total.read_text())
     assert not part.exists() and merged["wall_seconds"] == 502.0
     assert merged["stages"] == {"train_extra@p-3": {"start_s": 1.0, "seconds": 299.0, "action": "run"},
                                 "train_extra@t-3": {"start_s": 302.0, "seconds": 199.0, "action": "run"}}
     # The last round (the report's) finds them up to date: what ran them is kept.
     pl.write_times(part, {"train_extra@p-3": (0.0, 1.0)}, {"train_extra@p-3": {"action": "skip"}}, {}, 2.0, 2)
-    pl.merge_times(total, part)
+    studies.merge_times(total, part)
     merged = json.loads(total.read_text())
     assert merged["stages"]["train_extra@p-3"] == {"start_s": 1.0, "seconds": 299.0, "action": "run"}
     assert merged["wall_seconds"] == 504.0

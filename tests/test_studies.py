@@ -140,6 +140,35 @@ def test_the_record_keeps_the_arms_and_a_resumed_study_gets_it_back(repo) -> Non
     assert (ws / "dvc.lock").exists() and (ws / "code.py").read_text() == "x = 2\n"
 
 
+def test_a_call_stopped_inside_a_plan_round_records_what_the_round_ran(repo) -> None:
+    """The plan's rounds write their times to a round file merged at each round's end: a call
+    stopped inside a round (by hand, or the session's end) still records the runs it did."""
+    info = studies.prepare("hint_copier", repo, log=lambda _: None)
+    ws = studies.workspace("hint_copier", repo)
+    plan = ws / studies.TIMES_FILE.with_suffix(".plan.json")
+    part = studies.round_times(plan)
+    assert part.name == "study.plan.round.json"
+    write(ws / studies.TIMES_FILE, {"wall_seconds": 100.0, "stages": {}})
+    write(plan, {"wall_seconds": 50.0, "finished": True, "stages": {
+        "train_extra@rlme-3": {"start_s": 1.0, "seconds": 40.0, "action": "run"}}})
+    write(part, {"wall_seconds": 30.0, "finished": False, "stages": {
+        "train_extra@rlme-4": {"start_s": 2.0, "seconds": 25.0, "action": "run"},
+        "train_extra@rlme-5": {"start_s": 3.0, "seconds": None, "action": "running"}}})
+    rec = studies.record(info, finished=False, root=repo)
+    recorded = json.loads((rec / "times.plan.json").read_text())
+    assert recorded["wall_seconds"] == 80.0 and recorded["finished"] is False
+    assert recorded["stages"] == {
+        "train_extra@rlme-3": {"start_s": 1.0, "seconds": 40.0, "action": "run"},
+        "train_extra@rlme-4": {"start_s": 52.0, "seconds": 25.0, "action": "run"},
+        "train_extra@rlme-5": {"start_s": 53.0, "seconds": None, "action": "running"}}
+    (call,) = json.loads((rec / studies.CALLS_FILE).read_text())
+    assert call["plan"] == recorded and not part.exists()
+    # The next call starts with no round left over from this one.
+    write(part, {"wall_seconds": 1.0, "stages": {}})
+    studies.prepare("hint_copier", repo, log=lambda _: None)
+    assert not part.exists() and not plan.exists()
+
+
 def test_uncommitted_code_and_presets_without_arms_are_refused(repo) -> None:
     (repo / "code.py").write_text("x = 3\n")  # the workspace would not run this edit
     with pytest.raises(StageFailed, match="code.py"):
