@@ -107,6 +107,7 @@ PILOT = 3                 # seeds every arm runs first; the plan is made from th
 MIN_SEEDS = PILOT         # fewest seeds per arm for a per-item comparison
 MIN_SEEDS_PER_RUN = 5     # fewest seeds per arm for a per-run measure (a t-interval)
 MAX_SEEDS = 10            # the default cap on the planned seeds per arm (a claim's `max_seeds`)
+POWER_SEEDS_CEILING = 100  # how far past a cap the rule looks for the seeds 80% power needs
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"
 NOT_TESTED = "not tested"
 NOT_RUN = "not run"        # a claim's second-base verdict before any of its arms ran there
@@ -135,7 +136,8 @@ RULE = ("Per item (a test metric scored item by item): paired bootstrap (10,000 
         "inside ±margin, not reproduced when it lies wholly outside. Seeds per arm: 3 pilot seeds, "
         "then the number the power rule plans from the pilot alone (80% power at 95%: a normal "
         "approximation per item, the t-interval's own quantiles per run; capped per claim, and where "
-        "the cap falls short of 80% the power it leaves is shown); the verdict is computed "
+        "the cap falls short of 80% the power it leaves is shown, with the seeds 80% needs); the "
+        "verdict is computed "
         "once on the planned seeds. Preconditions first: a claim's "
         "comparisons get their planned seeds once its preconditions hold. A failed precondition "
         "makes a claim not tested; runs from different or stale bases are never pooled.")
@@ -659,6 +661,9 @@ def compare(runs: Runs, claim: Claim, treatment: str, control: str | None, notes
     if verdict == INCONCLUSIVE:
         reason += f" at the planned {want} seeds per arm"
         needs = plan.get("beyond", "")
+        if plan.get("power_seeds"):  # what a cap raised to 80% power would run, and its cost
+            cost = _cost(arm_runs, {a: plan["power_seeds"] for a in arms if not is_base(a)}, runs)
+            needs += f"; at {plan['power_seeds']} seeds per arm: {cost}" if cost else ""
     return result(verdict, reason, diff=diff, lo=lo, hi=hi, basis=basis, plan=plan, needs=needs,
                   test=test, p=p, values=values)
 
@@ -682,16 +687,32 @@ def _plan(rule, pilot: Sequence[np.ndarray], per_run: bool, minimum: int, cap: i
     # before spending the planned runs): at today's items.
     power = round(power_at(g, seed_var, cap, item_var, items, arm_vars if per_run else None), 2)
     if n is None:
-        return {**plan, "seeds": cap, "items": None, "power": power,
-                "beyond": f"more than the cap of {cap} seeds per arm"
-                          + ("" if per_run else " even with more items")  # a per-run number has no items
-                          + f" (the pilot's difference is {g:.3f} from the bound it must clear;"
-                          + f" at the cap its power is {power:.0%})"}
+        return {**plan, "seeds": cap, "items": None, "power": power, **_past_cap(
+            g, seed_var, item_var, items, minimum, arm_vars if per_run else None,
+            f"more than the cap of {cap} seeds per arm"
+            + ("" if per_run else " even with more items")  # a per-run number has no items
+            + f" (the pilot's difference is {g:.3f} from the bound it must clear;"
+            + f" at the cap its power is {power:.0%}")}
     plan.update(seeds=n, items=m)
     if m is not None and m > items:
-        plan.update(power=power, beyond=f"{m} test items per run (today {items}) at {cap} seeds per arm"
-                                        f" (with today's items its power is {power:.0%})")
+        plan.update(power=power, **_past_cap(
+            g, seed_var, item_var, items, minimum, None,
+            f"{m} test items per run (today {items}) at {cap} seeds per arm"
+            f" (with today's items its power is {power:.0%}"))
     return plan
+
+
+def _past_cap(g: float, seed_var: float, item_var: float, items: int, minimum: int,
+              arm_vars: list[float] | None, beyond: str) -> dict:
+    """`beyond` closed with the seeds per arm that 80% power needs at today's items, were the cap
+    higher (`power_seeds`; None past POWER_SEEDS_CEILING): what raising a cap would cost, for the
+    one who sets caps, and only ever declared before the runs it would add (the plan-first rule)."""
+    n, m = seeds_needed(g, seed_var, item_var, items, cap=POWER_SEEDS_CEILING, minimum=minimum,
+                        arm_vars=arm_vars)
+    if n is None or (m is not None and m > items):
+        return {"power_seeds": None,
+                "beyond": f"{beyond}; 80% needs more than {POWER_SEEDS_CEILING} seeds per arm)"}
+    return {"power_seeds": n, "beyond": f"{beyond}; 80% needs {n} seeds per arm)"}
 
 
 def _cost(arm_runs: Mapping[str, Mapping[int, RunFiles]], want: Mapping[str, int],

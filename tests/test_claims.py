@@ -366,9 +366,18 @@ def test_a_per_run_pilot_beyond_the_cap_names_seeds_not_items(tmp_path) -> None:
     x = v.comparisons[0]
     assert x.plan["seeds"] == 10 and x.plan["beyond"] == (
         "more than the cap of 10 seeds per arm (the pilot's difference is 0.114 from the bound it must clear; "
-        "at the cap its power is 77%)")
+        "at the cap its power is 77%; 80% needs 11 seeds per arm)")
     # 77%: the t distribution at 9 degrees of freedom (evals.stats.power_at); the rule wants 80%.
     assert x.plan["power"] == 0.77
+    # The 11 is the rule's own plan under a cap of 11: declared before the runs, that cap would
+    # plan exactly these seeds, and one fewer would fall short of 80%.
+    assert x.plan["power_seeds"] == 11
+    raised = cl.Claim("h", "000", "Fig. 5", "s", (("t", None),), "reward", "greater", measure="train_change",
+                      max_seeds=11)
+    (w,), _ = judge(tmp_path, raised)
+    assert w.comparisons[0].plan["seeds"] == 11 and "beyond" not in w.comparisons[0].plan
+    assert stats.power_at(0.1139, 0.014076, 11, arm_vars=[0.014076]) >= 0.8
+    assert stats.power_at(0.1139, 0.014076, 10, arm_vars=[0.014076]) < 0.8
     assert cl.per_seed(x) == "per seed +0.134 +0.221 -0.013; 2 of 3 above 0"
 
 @pytest.mark.parametrize("gap, seed_var, item_var, arm_vars", [
@@ -539,7 +548,7 @@ def test_the_cost_of_more_seeds_reads_a_studys_committed_stage_times(tmp_path) -
     full = study_needs(tmp_path)
     # The pilot's item spread puts 80% power beyond 60 items: that is said after the cost.
     assert full().endswith("; the power rule wants 664 test items per run (today 60) at 10 seeds per arm "
-                           "(with today's items its power is 28%)")
+                           "(with today's items its power is 28%; 80% needs more than 100 seeds per arm)")
 
     def needs() -> str:
         return full().split("; the power rule wants")[0]
