@@ -137,8 +137,7 @@ RULE = ("Per item (a test metric scored item by item): paired bootstrap (10,000 
         "then the number the power rule plans from the pilot alone (80% power at 95%: a normal "
         "approximation per item, the t-interval's own quantiles per run; capped per claim, and where "
         "the cap falls short of 80% the power it leaves is shown, with the seeds 80% needs); the "
-        "verdict is computed "
-        "once on the planned seeds. Preconditions first: a claim's "
+        "verdict is computed once on the planned seeds. Preconditions first: a claim's "
         "comparisons get their planned seeds once its preconditions hold. A failed precondition "
         "makes a claim not tested; runs from different or stale bases are never pooled.")
 
@@ -709,7 +708,7 @@ def _past_cap(g: float, seed_var: float, item_var: float, items: int, minimum: i
     one who sets caps, and only ever declared before the runs it would add (the plan-first rule)."""
     n, m = seeds_needed(g, seed_var, item_var, items, cap=POWER_SEEDS_CEILING, minimum=minimum,
                         arm_vars=arm_vars)
-    if n is None or (m is not None and m > items):
+    if n is None or m is not None:  # seeds alone cannot, even at the ceiling
         return {"power_seeds": None,
                 "beyond": f"{beyond}; 80% needs more than {POWER_SEEDS_CEILING} seeds per arm)"}
     return {"power_seeds": n, "beyond": f"{beyond}; 80% needs {n} seeds per arm)"}
