@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,7 @@ import time
 from pathlib import Path
 
 from benchmarks.rerun_record import _git, compare
+from benchmarks.sampling import cpu
 from core.params import ROOT
 from tasks.stages import stage_kind
 
@@ -44,7 +44,9 @@ def supports(model) -> bool:  # benchmarks/sampler_study.py: the sampler switche
     """No model runs here: everything goes to transformers' `generate`."""
     return False
 '''
-SUM = ("train", "evaluate")  # the stage kinds the sampler changes; the rest is set-up and report
+# The stage kinds the sampler changes (the base's evaluation counted with the evaluations); the
+# rest is set-up and the report.
+SUM = {"train": "train", "evaluate": "evaluate", "evaluate_base": "evaluate"}
 
 
 def switch_off(worktree: Path) -> None:
@@ -61,19 +63,29 @@ def switch_off(worktree: Path) -> None:
     path.write_text(path.read_text(encoding="utf-8") + SWITCH_OFF, encoding="utf-8")
 
 
-def totals(times: dict) -> dict:
-    """A pipeline times file's seconds by stage kind (train, evaluate) and its wall time.
+def paired(record: dict) -> tuple[list[tuple[str, float, float]], list[tuple[str, str, float]]]:
+    """The stages the sampler changes that ran in both calls, as (stage, `generate` s, lab s), in
+    the order trainings, evaluations, the base's; and those that ran in one call only, as (stage,
+    arm, s): a stage up to date in one worktree (the base's evaluation, whose code is the sampler's:
+    it runs again where the sampler is switched off) is no comparison.
 
-    >>> totals({"wall_seconds": 30.0, "stages": {"train@rlvr-0": {"action": "run", "seconds": 20.0},
-    ...         "evaluate@rlvr-0": {"action": "run", "seconds": 5.0},
-    ...         "build_base": {"action": "skip", "seconds": 0.5}}})
-    {'train': 20.0, 'evaluate': 5.0, 'wall': 30.0}
+    >>> run, skip = {"action": "run", "seconds": 20.0}, {"action": "skip", "seconds": 1.0}
+    >>> paired({"arms": {"generate": {"stages": {"train@rlvr-0": run, "evaluate_base": run, "prepare": run}},
+    ...                  "lab": {"stages": {"train@rlvr-0": run, "evaluate_base": skip, "prepare": run}}}})
+    ([('train@rlvr-0', 20.0, 20.0)], [('evaluate_base', 'generate', 20.0)])
     """
-    out = {kind: 0.0 for kind in SUM}
-    for name, stage in times["stages"].items():
-        if stage_kind(name) in out and stage["action"] == "run":
-            out[stage_kind(name)] += stage["seconds"] or 0.0
-    return {**{k: round(v, 1) for k, v in out.items()}, "wall": times["wall_seconds"]}
+    stages = {arm: record["arms"][arm]["stages"] for arm in ARMS}
+    order = list(SUM)
+    names = sorted({k for st in stages.values() for k in st if stage_kind(k) in SUM},
+                   key=lambda k: (order.index(stage_kind(k)), k))
+    both, one = [], []
+    for name in names:
+        ran = {arm: st[name]["seconds"] or 0.0 for arm, st in stages.items()
+               if st.get(name, {}).get("action") == "run"}
+        if len(ran) == len(ARMS):
+            both.append((name, ran["generate"], ran["lab"]))
+        one += [(name, arm, s) for arm, s in ran.items() if len(ran) == 1]
+    return both, one
 
 
 def _runs(times: dict) -> list[tuple[str, int]]:
@@ -118,7 +130,7 @@ def measure(pipeline_args: list[str], log=print) -> dict:
         try:
             for arm in ARMS:
                 worktrees[arm], times = run_arm(arm, pipeline_args, scratch, log)
-                arms[arm] = {"totals": totals(times), "stages": times["stages"]}
+                arms[arm] = times  # the pipeline's times file: wall_seconds and each stage
             runs = _runs(arms["lab"])
             same = [compare(worktrees["generate"], worktrees["lab"], m, s) for m, s in runs]
         finally:
@@ -126,34 +138,46 @@ def measure(pipeline_args: list[str], log=print) -> dict:
                 _git("worktree", "remove", "--force", str(wt))
     return {"command": "python -m flows.pipeline --force " + " ".join(pipeline_args),
             "commit": _git("rev-parse", "--short=7", "HEAD"),
-            "began": began, "machine": {"cpu": platform.machine(), "cores": os.cpu_count()},
+            "began": began, "machine": cpu(),
             "arms": arms, "results": same}
 
 
 def table(record: dict) -> str:
-    """Per stage and in total, the seconds with `generate` and with the lab sampler."""
-    gen, lab = record["arms"]["generate"], record["arms"]["lab"]
+    """Per stage, and summed by kind, the seconds with `generate` and with the lab sampler (the
+    stages that ran in both calls), then each call's wall time and the stages one call ran alone."""
+    both, one = paired(record)
     rows = ["| stage | `generate`: s | lab sampler: s | speedup |", "|---|---:|---:|---:|"]
 
     def row(name: str, a: float, b: float) -> str:
-        return f"| {name} | {a:,.0f} | {b:,.0f} | {a / b:.2f}x |" if b else f"| {name} | {a:,.0f} | {b:,.0f} | |"
+        return f"| {name} | {a:,.0f} | {b:,.0f} | " + (f"{a / b:.2f}x |" if b else "|")
 
-    for name in sorted(lab["stages"], key=lambda k: (stage_kind(k) not in SUM, k)):
-        a, b = gen["stages"].get(name, {}), lab["stages"][name]
-        if stage_kind(name) in SUM and b["action"] == "run" and a.get("action") == "run":
-            rows.append(row(f"`{name}`", a["seconds"], b["seconds"]))
-    for kind in SUM:
-        rows.append(row(f"**all {kind} stages**", gen["totals"][kind], lab["totals"][kind]))
-    rows.append(row("**the call's wall time**", gen["totals"]["wall"], lab["totals"]["wall"]))
+    rows += [row(f"`{name}`", a, b) for name, a, b in both]
+    for kind in dict.fromkeys(SUM.values()):
+        mine = [(a, b) for name, a, b in both if SUM[stage_kind(name)] == kind]
+        if mine:
+            rows.append(row(f"**all {kind} stages**", sum(a for a, _ in mine), sum(b for _, b in mine)))
+    wall = [record["arms"][arm]["wall_seconds"] for arm in ARMS]
+    rows.append(row("**the call's wall time**", *wall))
+    if one:
+        rows.append("\nRan in one call only (in its wall time, not in the sums): " + "; ".join(
+            f"`{name}` with {'`generate`' if arm == 'generate' else 'the lab sampler'}, {s:,.0f} s"
+            for name, arm, s in one) + ".")
     return "\n".join(rows)
 
 
-def results_line(record: dict) -> str:
-    """Whether the two calls reached the same per-item test results, run by run."""
-    same = [r["run"] for r in record["results"] if r["items_identical"]]
-    parted = [f"{r['run']} ({', '.join(r['tasks_differing'])})" for r in record["results"] if not r["items_identical"]]
-    return (f"Per-item test records identical in {len(same)} of {len(record['results'])} runs"
-            + (f"; differing: {'; '.join(parted)}" if parted else "") + ".")
+def results_table(record: dict) -> str:
+    """Each run's headline test metrics in the two calls (`evals.registry.TASK_HEADLINE`), and
+    whether its per-item test records were identical."""
+    from evals.registry import TASK_HEADLINE
+
+    keys = [k for ks in TASK_HEADLINE.values() for k in ks]
+    rows = ["| run | per-item records identical | headline metrics that moved: `generate` → lab sampler |",
+            "|---|---|---|"]
+    for r in record["results"]:
+        moved = [f"{k} {a:.3f} → {b:.3f}" for k in keys if (ab := r["metrics_differing"].get(k))
+                 and None not in ab for a, b in [ab]]
+        rows.append(f"| `{r['run']}` | {'yes' if r['items_identical'] else 'no'} | {'; '.join(moved) or 'none'} |")
+    return "\n".join(rows)
 
 
 def main() -> None:
@@ -171,7 +195,8 @@ def main() -> None:
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     print(table(record))
-    print(results_line(record))
+    print()
+    print(results_table(record))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ from the committed benchmark records and logs, so that no measured number is typ
   profiled with `generate`) against `benchmarks/results/profile_run.json` (the lab sampler), each
   with its own measured matmul peak;
 - `gpu_runs` (docs/gpu.md): the result lines of the GPU runs' logs in `benchmarks/results/gpu/`;
+- `sampler_study`: `benchmarks/results/sampler_study.json` (`python -m benchmarks.sampler_study`):
+  one pipeline call's stage times with the sampler switched off and as committed;
 - `study_times`: each recorded study's stage times (`studies/<study>/times.json`);
 - `rerun_record` (docs/report.md): recorded runs trained again at HEAD against their record
   (`benchmarks/results/rerun_record.json`, `python -m benchmarks.rerun_record`).
@@ -39,6 +41,12 @@ def _load(name: str) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def _cpu(machine: dict) -> str:
+    """`x86_64 (AVX-512), 2 cores`: a record's machine, its vector instructions where it has them."""
+    vector = f" ({machine['vector']})" if machine.get("vector") else ""
+    return f"{machine['cpu']}{vector}, {machine['cores']} cores"
+
+
 def sampling_table() -> str:
     from benchmarks.sampling import table
 
@@ -46,7 +54,7 @@ def sampling_table() -> str:
     if result is None:
         return "_Not measured yet: `python -m benchmarks.sampling`._"
     m = result["machine"]
-    return (f"{table(result)}\n\n{m['cpu']}, {m['cores']} cores, {m['threads']} torch thread(s), "
+    return (f"{table(result)}\n\n{_cpu(m)}, {m['threads']} torch thread(s), "
             f"torch {m['torch']}, a {m['parameters']:,}-parameter model"
             f"{' (--quick)' if result.get('quick') else ''}; `benchmarks/results/sampling.json`.")
 
@@ -68,7 +76,7 @@ def sampling_profile_table(result: dict | None = None) -> str:
             "cost that fewer rows do not remove; floor: the 1-row time plus the step's matmul "
             "GFLOP at this machine's fp32 matmul peak, measured by the same run"
             + (f" ({result['matmul_peak_gflops']} GFLOP/s). " if result.get("matmul_peak_gflops") else ". ")
-            + f"{m['cpu']}, {m['cores']} cores, {result.get('threads', m['threads'])} torch thread(s), "
+            + f"{_cpu(m)}, {result.get('threads', m['threads'])} torch thread(s), "
             f"torch {m['torch']}, a {m['parameters']:,}-parameter model"
             f"{' (--quick)' if result.get('quick') else ''}; `benchmarks/results/sampling_profile.json`.")
 
@@ -207,6 +215,21 @@ def study_times_table(folder: Path | None = None) -> str:
             "other work (a CI rehearsal) took longer than it would alone.")
 
 
+def sampler_study_block(result: dict | None = None) -> str:
+    """One pipeline call's stages with `generate` everywhere and with the lab sampler, and whether
+    their results matched (`benchmarks/results/sampler_study.json`)."""
+    from benchmarks.sampler_study import results_table, table
+
+    result = result if result is not None else _load("sampler_study.json")
+    if result is None:
+        return "_Not measured yet: `python -m benchmarks.sampler_study`._"
+    m = result["machine"]
+    return (f"{table(result)}\n\n{results_table(result)}\n\n`{result['command']}` at `{result['commit']}` "
+            f"({result['began'][:10]}), from two scratch worktrees, first with the sampler switched off, "
+            f"then as committed, nothing else running; stages two at a time; {_cpu(m)}; "
+            "`benchmarks/results/sampler_study.json`.")
+
+
 def rerun_record_block(result: dict | None = None) -> str:
     """docs/report.md: recorded runs trained again at HEAD against their record
     (`benchmarks/results/rerun_record.json`, `python -m benchmarks.rerun_record`)."""
@@ -223,8 +246,8 @@ def rerun_record_block(result: dict | None = None) -> str:
 
 
 BLOCKS = {"sampling": sampling_table, "sampling_profile": sampling_profile_table,
-          "profile": profile_table, "gpu_runs": gpu_runs_block, "study_times": study_times_table,
-          "rerun_record": rerun_record_block}
+          "profile": profile_table, "sampler_study": sampler_study_block, "gpu_runs": gpu_runs_block,
+          "study_times": study_times_table, "rerun_record": rerun_record_block}
 PAGES = (PAGE, ROOT / "docs" / "gpu.md", ROOT / "docs" / "report.md")  # the pages holding generated blocks
 
 
