@@ -41,23 +41,41 @@ from core import paths
 from core.params import ROOT, load
 
 RESULTS = ROOT / "benchmarks" / "results" / "profile_run.json"
+RESULTS_GENERATE = RESULTS.with_name("profile_run_generate.json")  # with --sampler generate
 
 
 class Clock:
-    """Wall seconds and counters per part, filled by wrapped methods."""
+    """Wall seconds and counters per part, filled by wrapped methods. A part is timed once where
+    its wrapped methods nest (the lab's rollout hook handing a call to TRL's own generation, both
+    `generation`): only the outermost call counts.
+
+    >>> class T:
+    ...     def outer(self): return self.inner()
+    ...     def inner(self): return 1
+    >>> clock = Clock(); _ = clock.wrap(T, "outer", "gen"); _ = clock.wrap(T, "inner", "gen")
+    >>> T().outer(), clock.calls["gen"]
+    (1, 1)
+    """
 
     def __init__(self):
         self.seconds: dict[str, float] = defaultdict(float)
         self.calls: dict[str, int] = defaultdict(int)
         self.count: dict[str, float] = defaultdict(float)
+        self.running: set[str] = set()
 
     def wrap(self, obj, name: str, part: str, after=None):
         """Replace `obj.name` by a timed version (`after(result, args, kwargs)` adds counters)."""
         inner = getattr(obj, name)
 
         def timed(*args, **kwargs):
+            if part in self.running:  # inside an outer call of the same part: counted there
+                return inner(*args, **kwargs)
+            self.running.add(part)
             start = time.perf_counter()
-            out = inner(*args, **kwargs)
+            try:
+                out = inner(*args, **kwargs)
+            finally:
+                self.running.discard(part)
             self.seconds[part] += time.perf_counter() - start
             self.calls[part] += 1
             if after is not None:
@@ -328,8 +346,17 @@ def main() -> None:
     p.add_argument("--base", type=Path, default=None, help="the base model (default: the built one)")
     p.add_argument("--parts", nargs="+", default=["sft", "grpo", "evaluate"],
                    choices=["sft", "grpo", "evaluate"])
-    p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--sampler", choices=["lab", "generate"], default="lab",
+                   help="generate: the lab sampler switched off in this process, so GRPO rollouts and "
+                        "evaluations go through transformers' generate (the before of docs/speed.md's profile "
+                        f"table; default --out then {RESULTS_GENERATE.name})")
+    p.add_argument("--out", type=Path, default=None, help=f"default {RESULTS.name} in benchmarks/results/")
     args = p.parse_args()
+    if args.sampler == "generate":
+        import models.sampler
+
+        models.sampler.supports = lambda model: False  # grpo.py and generation.py look it up per call
+    args.out = args.out or (RESULTS_GENERATE if args.sampler == "generate" else RESULTS)
     import logging
 
     logging.basicConfig(level=logging.WARNING)
@@ -357,7 +384,10 @@ def main() -> None:
               + ", ".join(f"{k}: {v:.0f} GFLOP/s" for k, v in shapes.items()))
     print(table(results, {n: max(shapes.values()) for n, shapes in peaks.items()}))
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    from benchmarks.sampling import cpu
+
     args.out.write_text(json.dumps({"threads": args.threads, "sft_threads": args.sft_threads,
+                                    "sampler": args.sampler, "machine": cpu(),
                                     "matmul_gflops": peaks, "stages": results}, indent=1, default=str))
     print(f"wrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
 

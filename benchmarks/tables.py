@@ -104,7 +104,8 @@ def profile_table() -> str:
     b, a = _parts(before), _parts(after)
     lines = ["| stage | part | `generate`: s | GFLOP/s | % peak | lab sampler: s | GFLOP/s | % peak |",
              "|---|---|---:|---:|---:|---:|---:|---:|"]
-    for key in [k for k in b if k in a and (k[1] in ("generation", "sampling", "total"))]:
+    sampled = {k[0] for k in b if k[1] in ("generation", "sampling")}  # the stages the sampler changes
+    for key in [k for k in b if k in a and k[0] in sampled and k[1] in ("generation", "sampling", "total")]:
         cells = []
         for sec, rate, share in (b[key], a[key]):
             cells += [f"{sec:.0f}", "" if rate is None else f"{rate:.1f}",
@@ -112,9 +113,13 @@ def profile_table() -> str:
         lines.append(f"| {key[0]} | {key[1]} | " + " | ".join(cells) + " |")
     peaks = [max(p["matmul_gflops"][str(p["threads"])].values()) for p in (before, after)]
     lines.append("")
+    hosts = [_cpu(p["machine"]) if p.get("machine") else "a host it did not record" for p in (before, after)]
+    where = (f"both on {hosts[0]}" if hosts[0] == hosts[1]
+             else f"on {hosts[0]} and {hosts[1]}: another host, so not the sampler's gain alone")
     lines.append(f"Seconds are scaled to the default run. Matmul peak (fp32, {after['threads']} "
-                 f"thread(s)), measured by each run: {peaks[0]:.0f} and {peaks[1]:.0f} GFLOP/s; "
-                 "`benchmarks/results/profile_run_generate.json`, `benchmarks/results/profile_run.json`.")
+                 f"thread(s)), measured by each run: {peaks[0]:.0f} and {peaks[1]:.0f} GFLOP/s, {where}; "
+                 "`benchmarks/results/profile_run_generate.json` (`--sampler generate`), "
+                 "`benchmarks/results/profile_run.json`.")
     return "\n".join(lines)
 
 
