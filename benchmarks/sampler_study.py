@@ -174,8 +174,11 @@ def results_table(record: dict) -> str:
     rows = ["| run | per-item records identical | headline metrics that moved: `generate` → lab sampler |",
             "|---|---|---|"]
     for r in record["results"]:
-        moved = [f"{k} {a:.3f} → {b:.3f}" for k in keys if (ab := r["metrics_differing"].get(k))
-                 and None not in ab for a, b in [ab]]
+        moved = []
+        for k in keys:
+            a, b = r["metrics_differing"].get(k) or (None, None)  # only the metrics that differ
+            if a is not None and b is not None:
+                moved.append(f"{k} {a:.3f} → {b:.3f}")
         rows.append(f"| `{r['run']}` | {'yes' if r['items_identical'] else 'no'} | {'; '.join(moved) or 'none'} |")
     return "\n".join(rows)
 
