@@ -15,8 +15,8 @@ machine: the two calls are compared with each other, so anything else running sk
 
 It also says whether the two calls reached the same results (`benchmarks.rerun_record.compare`
 on each run's per-item test record): with the same seed the sampler draws the tokens `generate`
-draws, up to float rounding in a near-tie, so a run may part after a while but its numbers should
-not move beyond its seed spread. Writes `benchmarks/results/sampler_study.json` (or `--json`) and
+draws, up to float rounding in a near-tie, so a run may part after a while; its headline test
+metrics in both calls say how far it moved. Writes `benchmarks/results/sampler_study.json` (or `--json`) and
 prints a table; `python -m benchmarks.tables` puts it on docs/speed.md.
 """
 
