@@ -12,7 +12,8 @@ does it: SFT phases by their steps, GRPO by `grpo.max_steps` (held-out evaluatio
 - SFT (phase 1, phase 2): data collation, forward, backward, optimiser step; the share of padded
   tokens in the batches.
 - GRPO (rlvr): generation, reward, the loss pass (forward + backward), optimiser and the rest of
-  the step, one held-out evaluation.
+  the step, one held-out evaluation (the val split, then the collapse label's test split, as
+  `flows/train.py` runs them).
 - evaluate (the base on the arith benchmarks): sampling, scoring, the self-evaluation probe.
 
 FLOPs count the matmul weights (N, the tied LM head included; the embedding lookup is not a
@@ -192,7 +193,7 @@ def profile_grpo(params, method: str, steps: int, work: Path, base: Path) -> dic
     from trl import GRPOTrainer
 
     from evals.suite import evaluate_policy
-    from flows.train import make_plan, task_rows
+    from flows.train import heldout_settings, make_plan, task_rows
     from models import grpo
     from models.callbacks import HeldoutCallback
     from models.policy import load_policy
@@ -204,11 +205,10 @@ def profile_grpo(params, method: str, steps: int, work: Path, base: Path) -> dic
     n = matmul_weights(model)
     clock = Clock()
     flops: dict[str, float] = defaultdict(float)
-    ev = params.eval.model_copy(update={"max_new_tokens": max(params.eval.max_new_tokens,
-                                                               g.max_completion_length)})
+    ev = {split: heldout_settings(params.eval, g.max_completion_length, split) for split in ("val", "test")}
 
-    def heldout(m) -> dict:
-        return evaluate_policy(m, tokenizer, paths.PREPARED, [g.task], ev, 0, split="val",
+    def heldout(m, split: str = "val") -> dict:  # as flows/train.py: val, then the label's test split
+        return evaluate_policy(m, tokenizer, paths.PREPARED, [g.task], ev[split], 0, split=split,
                                k=params.eval.heldout_k, greedy=False)
 
     def gen_flops(out, args, kwargs):
@@ -234,7 +234,7 @@ def profile_grpo(params, method: str, steps: int, work: Path, base: Path) -> dic
         (GRPOTrainer, "training_step", clock.wrap(GRPOTrainer, "training_step", "training_step")),
         (HeldoutCallback, "_evaluate", clock.wrap(HeldoutCallback, "_evaluate", "heldout")),
     ]
-    callback = HeldoutCallback(heldout, g.heldout_every, "x")
+    callback = HeldoutCallback(heldout, g.heldout_every, "x", label_fn=lambda m: heldout(m, "test"))
     with patched(originals):
         start = time.perf_counter()
         grpo.train(base, task_rows(paths.PREPARED, g.task), plan, g, seed=0,

@@ -65,6 +65,25 @@ def config_hash(params: Params, method: str | ResolvedMethod, seed: int) -> str:
     return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def heldout_settings(ev, max_completion_length: int, split: str):
+    """The eval settings of a held-out evaluation during training (`split` val: the monitor's and
+    the best checkpoint's; test: the collapse label's curve, test.json). Its samples get the
+    completion budget the method trains with (GenRM answers are long). Neither draws the majority
+    vote's extra samples: the label reads only each checkpoint's headline (flows/alarms.py,
+    `independent_label`; the claims' `test_rise_fall`), and at the defaults (eval.maj_k 8,
+    eval.heldout_k 2) the vote was two thirds of all held-out samples, the largest part of a
+    training stage (`benchmarks/profile_run.py`). The samples the headline reads are drawn in
+    their own seeded call (models/generation.py), so they and the training are the same without it.
+
+    >>> from core.params import load
+    >>> ev = heldout_settings(load().eval, 200, "test")
+    >>> ev.max_new_tokens, ev.maj_k, load().eval.maj_k
+    (200, None, 8)
+    """
+    return ev.model_copy(update={"max_new_tokens": max(ev.max_new_tokens, max_completion_length),
+                                 "maj_k": None})
+
+
 def _prepare_output(out: Path, digest: str) -> None:
     """Keep resumable checkpoints only if they were made with the same config."""
     stamp = out / "config_hash"
@@ -205,13 +224,12 @@ def train(params: Params, method: str | ResolvedMethod, seed: int,
 
     # Every prompt through the chat template, if any, with the method's thinking setting.
     chat = ChatFormat.from_params(params).with_thinking(g.enable_thinking)
-    # Held-out samples get the completion budget the method trains with (GenRM answers are long).
-    heldout_ev = params.eval.model_copy(
-        update={"max_new_tokens": max(params.eval.max_new_tokens, g.max_completion_length)})
+    heldout_ev = {split: heldout_settings(params.eval, g.max_completion_length, split)
+                  for split in ("val", "test")}
 
     def heldout(model, split: str = "val") -> dict:  # the float32 policy samples under bf16 autocast
         with autocast(device):
-            return evaluate_policy(model, tokenizer, prepared, [g.task], heldout_ev, seed,
+            return evaluate_policy(model, tokenizer, prepared, [g.task], heldout_ev[split], seed,
                                    split=split, n=None, k=params.eval.heldout_k, greedy=False,
                                    chat=chat)
 

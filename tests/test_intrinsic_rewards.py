@@ -368,3 +368,34 @@ def test_maj_at_k_votes_the_k_samples_plus_extra_ones_on_the_test_split(tmp_path
     # held-out (val) evaluations do not pay for it
     m = suite.evaluate_policy(None, None, d, ["arith"], ev, seed=0, split="val", greedy=False)
     assert "arith/maj@k" not in m
+
+
+def test_the_collapse_labels_test_split_evaluation_draws_no_vote(tmp_path, monkeypatch) -> None:
+    """During training the test split is evaluated at each checkpoint for the collapse label, which
+    reads only the headline: its settings (flows/train.py `heldout_settings`) draw no vote samples,
+    and the headline is the one the evaluation with the vote gives."""
+    import evals.suite as suite
+    from core.params import load
+    from flows.train import heldout_settings
+
+    d = tmp_path / "prepared"
+    d.mkdir()
+    (d / "arith_test.jsonl").write_text("".join(json.dumps({"prompt": f"P{i}", "answer": str(i)}) + "\n"
+                                                for i in range(3)))
+    calls = []
+
+    def fake(model, tokenizer, prompts, *, num_samples=1, greedy=False, seed=0, **kw):
+        calls.append((num_samples, seed))
+        return [[f"\\boxed{{{p[1:] if j == 0 else 9}}}" for j in range(num_samples)] for p in prompts]
+
+    monkeypatch.setattr(suite, "generate", fake)
+    ev = load().eval
+    assert ev.maj_k and ev.maj_k > ev.heldout_k  # at the defaults the vote would draw more samples
+    with_vote = suite.evaluate_policy(None, None, d, ["arith"], ev, 0, split="test",
+                                      k=ev.heldout_k, greedy=False)
+    assert len(calls) == 2 and "arith/maj@k" in with_vote
+    calls.clear()
+    label = suite.evaluate_policy(None, None, d, ["arith"], heldout_settings(ev, 64, "test"), 0,
+                                  split="test", k=ev.heldout_k, greedy=False)
+    assert calls == [(ev.heldout_k, 0)] and "arith/maj@k" not in label
+    assert label["arith/pass@1"] == with_vote["arith/pass@1"] == 0.5
