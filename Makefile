@@ -47,10 +47,13 @@ test: setup  ## lint (ruff), type-check (mypy: core/, rewards/), then the fast d
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
 
-test-slow: setup  ## tiny-model training, dvc repro of the ci preset, Prefect server
+test-slow: setup  ## tiny-model training, dvc repro of the ci preset, Prefect server (all of it)
 	$(PY) -m pytest -q -m slow --durations=15
 
-ci: test test-slow
+test-ci: setup  ## what CI runs after `make test`: the slow suite less its three `long` tests
+	$(PY) -m pytest -q -m "slow and not long" --durations=15
+
+ci: test test-ci
 
 gpu-smoke: setup  ## on one GPU, <10 min: 2 GRPO steps of rlvr, rlme, dro, rlcer + one evaluate, PASS/FAIL per check (docs/gpu.md)
 	scripts/gpu_smoke.sh $(ARGS)

@@ -133,6 +133,7 @@ def test_mlflow_runs_have_tags_curves_and_weights(clone):
     assert "heldout%2Farith%2Fpass_at_1" in note and by_method["rlme"].info.run_id in note
 
 
+@pytest.mark.long  # re-evaluates every method twice: make test-slow, not CI
 def test_changing_the_test_budget_reevaluates_without_retraining(clone):
     d, env = clone
     text = (d / "params.yaml").read_text()
@@ -408,6 +409,7 @@ def test_an_rlme_edit_reruns_only_the_rlme_family(clone):
         assert _stale(d, env) == set()
 
 
+@pytest.mark.long  # re-evaluates every method twice: make test-slow, not CI
 def test_dvc_experiments_compare_on_the_results(clone):
     """`dvc exp run -S key=value` works (DVC rewrites params.yaml without its comments and quotes,
     and the params still load), `dvc exp show` shows the experiment's metrics (no `!`), and

@@ -16,7 +16,8 @@ import pytest
 
 from tests.test_orchestration import BIN, _free_port, _wait_healthy, make_clone, sh
 
-pytestmark = pytest.mark.slow
+# Two workers train the ci study twice over (long: make test-slow runs it, CI does not).
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 ROOT = Path(__file__).resolve().parent.parent
 METHODS = ["rlvr", "random"]
