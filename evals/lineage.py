@@ -25,6 +25,7 @@ appended), so run.json and dvc.lock name a base by the same string.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -68,10 +69,25 @@ def _md5_of(entries, path: str) -> str | None:
 
 
 def read_lock(lock: Path) -> dict:
-    """The `stages` mapping of a dvc.lock ({} when there is none or it cannot be read)."""
+    """The `stages` mapping of a dvc.lock ({} when there is none or it cannot be read).
+
+    Read-only: one parse per content is shared by every caller. A report reads each study's
+    lock many times (lineages, outdated runs, shipped bases), and a dvc.lock of the study of
+    record is megabytes of YAML: pure-Python PyYAML took seconds per parse, so this parses with
+    libyaml where PyYAML has it and keeps the last few parses, keyed by the file's bytes (an
+    edited lock is parsed again)."""
     try:
-        raw = yaml.safe_load(Path(lock).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+        text = Path(lock).read_bytes()
+    except OSError:
+        return {}
+    return _parse_lock(text)
+
+
+@functools.lru_cache(maxsize=16)
+def _parse_lock(text: bytes) -> dict:
+    try:
+        raw = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
         return {}
     return raw.get("stages", {}) if isinstance(raw, dict) and isinstance(raw.get("stages"), dict) else {}
 

@@ -352,12 +352,12 @@ def own_base(ws: Path, rec: Path, root: Path = ROOT) -> Path | None:
 
 def _base_hash(lock: Path) -> str | None:
     """The hash a dvc.lock records for the base (`build_base`'s `data/base_model`), if any."""
-    try:
-        stage = (yaml.safe_load(lock.read_text(encoding="utf-8")) or {}).get("stages", {}).get("build_base")
-        outs = stage.get("outs") if isinstance(stage, dict) else None
-        return next((o.get("md5") for o in outs or [] if o.get("path") == BASE.as_posix()), None)
-    except (OSError, yaml.YAMLError, AttributeError):
-        return None
+    from evals.lineage import read_lock
+
+    stage = read_lock(lock).get("build_base")
+    outs = stage.get("outs") if isinstance(stage, dict) else None
+    return next((o.get("md5") for o in outs if isinstance(o, dict) and o.get("path") == BASE.as_posix()),
+                None) if isinstance(outs, list) else None
 
 
 def recorded_calls(rec: Path) -> list[dict]:

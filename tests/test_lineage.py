@@ -147,3 +147,20 @@ def test_a_planned_extra_seed_has_its_lineage_read_from_its_own_stage(tmp_path) 
     assert runs["c"][3].base == f"md5:{NEW}" and not runs["c"][3].stale
     assert runs["t"][3].stale.startswith("trained from base bbbbbbbb")
     assert sorted(current(collect(data)).runs["t"]) == [0, 1, 2]
+
+
+def test_read_lock_sees_an_edited_lock_and_shrugs_off_a_broken_one(tmp_path) -> None:
+    """Parses are shared by content (evals/lineage.py `read_lock`): an edited lock is read anew,
+    a malformed or missing one reads as no stages."""
+    from evals.lineage import read_lock
+
+    lock = tmp_path / "dvc.lock"
+    lock.write_text("schema: '2.0'\nstages:\n  a: {cmd: x}\n", encoding="utf-8")
+    assert read_lock(lock) == {"a": {"cmd": "x"}}
+    lock.write_text("schema: '2.0'\nstages:\n  b: {cmd: y}\n", encoding="utf-8")
+    assert read_lock(lock) == {"b": {"cmd": "y"}}
+    lock.write_text("stages: [unclosed\n", encoding="utf-8")
+    assert read_lock(lock) == {}
+    lock.write_text("stages: [a, b]\n", encoding="utf-8")
+    assert read_lock(lock) == {}
+    assert read_lock(tmp_path / "missing.lock") == {}
