@@ -356,8 +356,10 @@ def _base_hash(lock: Path) -> str | None:
 
     stage = read_lock(lock).get("build_base")
     outs = stage.get("outs") if isinstance(stage, dict) else None
+    if not isinstance(outs, list):
+        return None
     return next((o.get("md5") for o in outs if isinstance(o, dict) and o.get("path") == BASE.as_posix()),
-                None) if isinstance(outs, list) else None
+                None)
 
 
 def recorded_calls(rec: Path) -> list[dict]:
