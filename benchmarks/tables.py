@@ -14,6 +14,8 @@ from the committed benchmark records and logs, so that no measured number is typ
   profiled with `generate`) against `benchmarks/results/profile_run.json` (the lab sampler), each
   with its own measured matmul peak;
 - `gpu_runs` (docs/gpu.md): the result lines of the GPU runs' logs in `benchmarks/results/gpu/`;
+- `gpu_memory` (docs/gpu.md): the memory estimate (core/memory.py) of every arm of every GPU
+  preset, and the estimate against the out-of-memory record among those logs;
 - `sampler_study`: `benchmarks/results/sampler_study.json` (`python -m benchmarks.sampler_study`):
   one pipeline call's stage times with the sampler switched off and as committed;
 - `study_times`: each recorded study's stage times (`studies/<study>/times.json`);
@@ -179,6 +181,140 @@ def gpu_runs_block(folder: Path | None = None) -> str:
     return "\n\n".join(out)
 
 
+def _gib(pattern: str, line: str) -> float:
+    """The size `pattern` names in a CUDA out-of-memory message, in GiB."""
+    m = (re.search(pattern + r" ([\d.]+) (GiB|MiB)", line)
+         or re.search(r"([\d.]+) (GiB|MiB) " + pattern, line))
+    if not m:
+        raise ValueError(f"no {pattern!r} in the out-of-memory line")
+    return float(m.group(1)) / (1024 if m.group(2) == "MiB" else 1)
+
+
+def gpu_oom_record(folder: Path | None = None) -> dict | None:
+    """The first GPU run of `<folder>/runs.json` whose log holds a CUDA out-of-memory line, with
+    that line's sizes in GiB: the card's capacity, what PyTorch had allocated, what the process
+    had in use, and the allocation that failed. None if no run ran out of memory."""
+    folder = folder or RESULTS / "gpu"
+    index = folder / "runs.json"
+    if not index.exists():
+        return None
+    for run in json.loads(index.read_text()):
+        text = (folder / run["log"]).read_text(encoding="utf-8", errors="replace")
+        line = next((x for x in text.splitlines() if "OutOfMemoryError" in x), None)
+        if line is not None:
+            return {**run, "capacity": _gib("total capacity of", line),
+                    "allocated": _gib("is allocated by PyTorch", line),
+                    "in_use": _gib("this process has", line), "request": _gib("Tried to allocate", line)}
+    return None
+
+
+def oom_reconstruction(record: dict) -> dict:
+    """The out-of-memory record of `qwen3_0p6b_1gpu`'s rlvr recipe (vLLM off, a step's rollouts in
+    one call: no steps_per_generation then) against the estimate (core/memory.py).
+
+    The failed request is one layer's K (or V) cast to bf16 for SDPA at a decoding step: rows x
+    length x KV heads x head dim x 2 bytes (the allocator rounds up to 2 MiB), which gives the
+    sequence length then. No optimiser step had run (no gradients, no AdamW moments): the float32
+    weights, their bf16 autocast copy, the float32 cache at that length and the one cast already
+    made are what PyTorch had allocated (`at_failure`). `estimate` is the whole configuration's,
+    with the shortest prompt that length implies."""
+    from core.memory import (
+        BF16,
+        FP32,
+        GIB,
+        estimate,
+        model_shape,
+        preset_params,
+        rollout_rows,
+        sampling_parts,
+    )
+    from core.params import read_raw
+
+    p = preset_params(read_raw(), "qwen3_0p6b_1gpu", use_vllm=False, steps_per_generation=None)
+    shape = model_shape(p.base_model.path)
+    rows, completion = rollout_rows(p, "rlvr"), p.method_grpo("rlvr").max_completion_length
+    length = int(record["request"] * GIB // (rows * shape.kv_heads * shape.head_dim * BF16))
+    parts = sampling_parts(shape, rows, length, FP32)
+    at_failure = ((FP32 + BF16) * shape.parameters + parts["cache"] + parts["cast"] // 2) / GIB
+    e = estimate(p, "rlvr", prompt_tokens=max(0, length - completion),
+                 gpu_memory_gib=record["capacity"])
+    return {"rows": rows, "length": length, "completion": completion, "at_failure": at_failure,
+            "estimate": e}
+
+
+def gpu_memory_block() -> str:
+    """docs/gpu.md, section 7: the memory estimate (core/memory.py) of every arm of every GPU preset
+    (those that declare `pipeline.gpu_memory_gib`), as set and with `grpo.use_vllm: false`, the
+    parts of each preset's largest, the KV cache per token of each model, and the estimate
+    against the out-of-memory record."""
+    from core.memory import (
+        BF16,
+        FP32,
+        RESERVE_GIB,
+        MemoryEstimate,
+        estimate,
+        gpu_presets,
+        model_shape,
+        preset_params,
+    )
+    from core.params import load, read_raw
+
+    raw = read_raw()
+    presets = gpu_presets(raw)
+    if not presets:
+        return "_No preset declares its GPU (`pipeline.gpu_memory_gib`)._"
+    loaded = {name: (load(preset=name), preset_params(raw, name, use_vllm=False)) for name in presets}
+    arms = list(dict.fromkeys(m for p, _ in loaded.values() for m in p.methods))
+    cells: dict[str, list[str]] = {arm: [] for arm in arms}
+    largest: dict[str, tuple[str, MemoryEstimate]] = {}
+    for name, (p, fallback) in loaded.items():
+        for arm in arms:
+            if arm not in p.methods:
+                cells[arm].append("")
+                continue
+            e, f = estimate(p, arm), estimate(fallback, arm)
+            cells[arm].append(f"{e.total:.0f} / {f.total:.0f}")
+            if name not in largest or e.total > largest[name][1].total:
+                largest[name] = (arm, e)
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for arm, row in cells.items():
+        groups.setdefault(tuple(row), []).append(arm)
+    table = ["| arms | " + " | ".join(f"`{n}`" for n in presets) + " |",
+             "|---|" + "---:|" * len(presets),
+             "| GPU memory declared | " + " | ".join(f"{loaded[n][0].pipeline.gpu_memory_gib:g}"
+                                                    for n in presets) + " |"]
+    table += [f"| {', '.join(names)} | " + " | ".join(row) + " |" for row, names in groups.items()]
+    detail = ["| part | " + " | ".join(f"`{n}`: {largest[n][0]}" for n in presets) + " |",
+              "|---|" + "---:|" * len(presets)]
+    for part in [*MemoryEstimate.RESIDENT, *MemoryEstimate.PHASES, "reserve"]:
+        values = [getattr(largest[n][1], part) for n in presets]
+        marked = [f"**{v:.1f}**" if part == largest[n][1].peak_phase else f"{v:.1f}"
+                  for n, v in zip(presets, values)]
+        detail.append(f"| {part.replace('_', ' ')} | " + " | ".join(marked) + " |")
+    detail.append("| total | " + " | ".join(f"{largest[n][1].total:.1f}" for n in presets) + " |")
+    shapes = {p.base_model.path: model_shape(p.base_model.path) for p, _ in loaded.values()}
+    kv = "; ".join(f"`{path}` ({s.parameters / 1e9:.2f}B parameters): {s.kv_bytes(FP32) // 1024} KiB "
+                   f"in float32 (the trained policy), {s.kv_bytes(BF16) // 1024} KiB in bf16 (vLLM, a "
+                   "read-only model)" for path, s in shapes.items())
+    out = [f"GiB per training GPU, as set / with `grpo.use_vllm: false`, the reserve ({RESERVE_GIB:g} "
+           "GiB) included, prompts at the estimate's budget (`core.memory.PROMPT_TOKENS`):", "",
+           "\n".join(table), "",
+           "The parts of each preset's largest estimate as set (GiB; bold: the phase that sets the peak):",
+           "", "\n".join(detail), "", f"KV cache per token: {kv}."]
+    record = gpu_oom_record()
+    if record is not None:
+        r = oom_reconstruction(record)
+        out += ["", f"Against the record (`benchmarks/results/gpu/{record['log']}`, `{record['command']}`): "
+                f"{r['rows']} completions in one `generate` call ran out of memory with "
+                f"{record['allocated']:.2f} GiB allocated, asking for {record['request'] * 1024:.0f} MiB "
+                f"more: one layer's K or V cast to bf16 at position {r['length']}. The estimate's terms "
+                f"at that length (the weights, their bf16 copy, the float32 cache, one cast) give "
+                f"{r['at_failure']:.2f} GiB. The whole configuration, with prompts of at least "
+                f"{r['length'] - r['completion']} tokens, is estimated at {r['estimate'].total:.0f} GiB, "
+                f"over the card's {record['capacity']:.2f} GiB."]
+    return "\n".join(out)
+
+
 def study_calls(record: Path) -> list[dict]:
     """A recorded study's calls' times, each a pipeline call's `write_times` file, in order (the
     plan's extension a call of its own): `tasks.studies.recorded_calls`."""
@@ -252,6 +388,7 @@ def rerun_record_block(result: dict | None = None) -> str:
 
 BLOCKS = {"sampling": sampling_table, "sampling_profile": sampling_profile_table,
           "profile": profile_table, "sampler_study": sampler_study_block, "gpu_runs": gpu_runs_block,
+          "gpu_memory": gpu_memory_block,
           "study_times": study_times_table, "rerun_record": rerun_record_block}
 PAGES = (PAGE, ROOT / "docs" / "gpu.md", ROOT / "docs" / "report.md")  # the pages holding generated blocks
 

@@ -161,6 +161,9 @@ class RlcerReward(MethodBase):
     rubricator_rollouts: int = Field(ge=1)
     max_rubric_tokens: int = Field(ge=8)
     seed: int = 0
+    # Most rows in one transformers generate call of either role (the reasoner's rollouts, the
+    # rubricator's); null = each role's whole generation batch in one call.
+    rows_per_generate: int | None = Field(default=None, ge=1)
 
     @field_validator("rubricator_template")
     @classmethod

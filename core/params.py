@@ -176,7 +176,9 @@ class World(Strict):
 
 
 class ExternalData(Strict):
-    format: Literal["gsm8k"]
+    # gsm8k (`question`, `answer` ending "#### N") | math (`problem`, `solution` with \boxed{}):
+    # world/external.py reads either into the `arith` family's schema.
+    format: Literal["gsm8k", "math"]
     train: str
     test: str
     val_frac: float = Field(ge=0, lt=1)
@@ -290,6 +292,9 @@ class ChatParams(Strict):
 
 class BaseModelParams(Strict):
     path: str | None
+    # auto: CUDA where torch sees it, else the CPU | cuda: a GPU preset's, which refuses to run
+    # on the CPU (core/devices.py, `training_device`): one line, not a silent CPU training.
+    device: Literal["auto", "cuda"] = "auto"
     vocab_size: int = Field(ge=300)
     arch: Arch
     sft: SFT
@@ -317,6 +322,12 @@ class GRPO(Strict):
     # GPU settings (docs/gpu.md); the defaults are the CPU run's.
     vllm_mode: Literal["colocate", "server"] = "colocate"
     vllm_gpu_memory_utilization: float = Field(default=0.3, gt=0, le=1)
+    # Server mode: where the vLLM server listens (scripts/vllm_server.sh starts it), the port of
+    # the weight-sync group the trainer opens with it, and how long the trainer waits for it.
+    vllm_server_host: str = "127.0.0.1"
+    vllm_server_port: int = Field(default=8000, ge=1, le=65535)
+    vllm_group_port: int = Field(default=51216, ge=1, le=65535)
+    vllm_server_timeout_s: float = Field(default=240.0, gt=0)
     gradient_accumulation_steps: int = Field(default=1, ge=1)
     # Micro-batches whose completions one rollout call generates (TRL's steps_per_generation):
     # null = all of an optimiser step's (TRL's default). Smaller bounds the rollout batch where
@@ -336,6 +347,11 @@ class GRPO(Strict):
     # Most rows in one forward pass of a model that scores completions during training (RLME's
     # evaluators, RLCER's judge): bounds its activation memory on a GPU (docs/gpu.md).
     score_batch_size: int = Field(default=64, ge=1)
+    # Seconds a collective may wait before the process group gives up (torch.distributed's
+    # timeout, NCCL's watchdog): the process group `core.ranks.init` creates and TRL's
+    # `ddp_timeout` both get it. The other ranks wait this long while rank 0 alone runs the
+    # held-out evaluation (models/callbacks.py).
+    ddp_timeout_s: int = Field(default=7200, ge=1)
 
 
 TaskName = Literal["arith", "facts", "pairs", "arith_ref", "arith_cf"]
@@ -462,6 +478,13 @@ class Eval(Strict):
     max_new_tokens: int = Field(ge=1)
     batch_size: int = Field(ge=1)
     heldout_k: int = Field(ge=1)
+    # Prompts per held-out evaluation during training (val, and test for the collapse label);
+    # null = n_test. Bounds the time rank 0 samples alone while the other ranks wait.
+    heldout_n: int | None = Field(default=None, ge=1)
+    # Who samples the evaluate stage: vllm (an engine built from the checkpoint,
+    # models/vllm_engine.py) | lab (models/generation.py: the lab's loop where it runs the model,
+    # else transformers' generate). vllm falls back to lab, saying why, where vLLM cannot run.
+    sampler: Literal["vllm", "lab"] = "lab"
     self_eval: SelfEvalProbe
 
 
@@ -493,6 +516,10 @@ class Pipeline(Strict):
     gpus: list[int] | None = None
     # Stages that may share one GPU at once (1: one training or evaluation per GPU).
     stages_per_gpu: int = Field(default=1, ge=1)
+    # Memory of each GPU the stages run on, in GiB as torch reports it (an H100 80GB: 79.2); null
+    # = no GPU. A GPU preset declares it: every arm's memory estimate must fit it
+    # (core/memory.py, tests/test_memory.py), and vLLM's colocated share is taken of it.
+    gpu_memory_gib: float | None = Field(default=None, gt=0)
     # The stages `--quick` selects: these methods (each also in `methods`) with these seeds.
     quick: QuickRun
 

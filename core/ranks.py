@@ -24,6 +24,8 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
+from core.params import GRPO
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -129,15 +131,41 @@ def local() -> Iterator[None]:
         _LOCAL -= 1
 
 
-def init() -> tuple[int, int, str]:
+# The process group's collective timeout when none is given: params `grpo.ddp_timeout_s`'s
+# default. torch's own (10 minutes for NCCL) is what the group got before it was passed.
+DEFAULT_TIMEOUT_S = float(GRPO.model_fields["ddp_timeout_s"].default)
+# The timeout the process group of this process was created with (None: not created here).
+_TIMEOUT_S: float | None = None
+
+
+def timeout_s() -> float | None:
+    """Seconds a collective of this process's group may wait (as `init` created it), else None."""
+    return _TIMEOUT_S
+
+
+def init(timeout_s: float | None = None) -> tuple[int, int, str]:
     """Bring up the process group a launcher asked for (accelerate's `PartialState`, as the trainer
     would later: gloo on CPU, NCCL on GPUs, DeepSpeed's when `accelerate launch` configured it), so
     that rank-aware code can run before the trainer exists. Returns (world size, rank, backend);
-    (1, 0, "none") without a launcher."""
+    (1, 0, "none") without a launcher.
+
+    `timeout_s` (params `grpo.ddp_timeout_s`; default `DEFAULT_TIMEOUT_S`) is the group's
+    collective timeout. The group is created here, before `TrainingArguments` exists, and
+    accelerate's state is a singleton: the `ddp_timeout` TRL is given later never reaches a group
+    that is already up, so this is the one place a timeout can apply. Without it, torch's default
+    (10 minutes under NCCL) let the watchdog kill the ranks waiting while rank 0 alone ran the
+    step-0 held-out evaluation."""
+    global _TIMEOUT_S
     if _env_int("WORLD_SIZE", default=1) <= 1 and "LOCAL_RANK" not in os.environ:
         return 1, 0, "none"
+    from datetime import timedelta
+
     import torch
     from accelerate import PartialState
 
-    state = PartialState(cpu=not torch.cuda.is_available())
+    seconds = float(timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S)
+    created = not torch.distributed.is_initialized()  # a group already up keeps its own timeout
+    state = PartialState(cpu=not torch.cuda.is_available(), timeout=timedelta(seconds=seconds))
+    if created and torch.distributed.is_initialized():
+        _TIMEOUT_S = seconds
     return state.num_processes, state.process_index, str(state.backend or "none")

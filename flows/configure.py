@@ -42,7 +42,7 @@ from core.params import Params, ResolvedMethod, load
 RUNS = paths.DATA / "runs"
 # Held-out sampling during training reads these `eval` keys (flows/train.py); the rest of `eval`
 # only matters to the evaluate stage.
-HELDOUT_KEYS = ("heldout_k", "temperature", "max_new_tokens", "batch_size")
+HELDOUT_KEYS = ("heldout_k", "heldout_n", "temperature", "max_new_tokens", "batch_size")
 
 
 def train_config(params: Params, method: str | ResolvedMethod) -> dict:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import time
 from collections.abc import Callable, Collection
@@ -250,58 +249,58 @@ def starts(ready: list[str], running: int, limit: int, cores: int,
     return [(s, fixed or share_cores(cores, running + len(chosen))) for s in chosen]
 
 
+GpuId = int | str  # an index, or a `GPU-<uuid>` / `MIG-<uuid>` as CUDA_VISIBLE_DEVICES names it
+
+
 class GpuPool:
     """The GPUs the local executor hands to stages (params `pipeline.gpus`, `stages_per_gpu`): a
     stage that needs n GPUs starts only when n distinct GPUs have a free slot, and gets them
-    through CUDA_VISIBLE_DEVICES; the least loaded GPUs go first.
+    through CUDA_VISIBLE_DEVICES; the least loaded GPUs go first. An id is whatever names the
+    device to CUDA: an index, a GPU UUID or a MIG instance (`core.devices.parse_visible_devices`).
 
     >>> pool = GpuPool([0, 1], per_gpu=1)
     >>> pool.take(1), pool.take(2), pool.take(1), pool.take(1), pool.take(0)
     ([0], None, [1], None, [])
     >>> pool.give([0]); pool.take(1)
     [0]
+    >>> GpuPool(["MIG-bbbb-2222", "MIG-aaaa-1111"]).take(2)
+    ['MIG-bbbb-2222', 'MIG-aaaa-1111']
     """
 
-    def __init__(self, gpus: list[int], per_gpu: int = 1) -> None:
+    def __init__(self, gpus: list[GpuId], per_gpu: int = 1) -> None:
         self.load = dict.fromkeys(gpus, 0)
+        self.order = {gpu: i for i, gpu in enumerate(self.load)}  # as given: CUDA's order
         self.per_gpu = per_gpu
 
     def __len__(self) -> int:
         return len(self.load)
 
-    def take(self, n: int) -> list[int] | None:
+    def take(self, n: int) -> list[GpuId] | None:
         """n GPU ids with a free slot (now taken), or None if there are not n of them."""
-        free = sorted((load, gpu) for gpu, load in self.load.items() if load < self.per_gpu)
+        free = sorted((load, self.order[gpu], gpu) for gpu, load in self.load.items()
+                      if load < self.per_gpu)
         if len(free) < n:
             return None
-        chosen = sorted(gpu for _, gpu in free[:n])
+        chosen = [gpu for _, _, gpu in sorted(free[:n], key=lambda f: f[1])]
         for gpu in chosen:
             self.load[gpu] += 1
         return chosen
 
-    def give(self, gpus: list[int]) -> None:
+    def give(self, gpus: list[GpuId]) -> None:
         for gpu in gpus:
             self.load[gpu] -= 1
 
 
-def visible_gpus(configured: list[int] | None) -> list[int]:
-    """The GPU ids stages may use: `configured` (params `pipeline.gpus`), else the ids in
-    CUDA_VISIBLE_DEVICES, else those `nvidia-smi -L` lists; none on a machine without GPUs."""
-    import shutil
-    import subprocess
+def visible_gpus(configured: list[int] | None) -> list[GpuId]:
+    """The GPU ids stages may use: `configured` (params `pipeline.gpus`), else the devices
+    CUDA_VISIBLE_DEVICES names (indices, GPU UUIDs or MIG ids: a machine that names its GPUs by
+    UUID is scheduled as one that numbers them), else those `nvidia-smi -L` lists (a GPU split
+    into MIG instances: its instances); none on a machine without GPUs."""
+    from core.devices import visible_gpu_ids
 
     if configured is not None:
         return list(configured)
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if env is not None:
-        return [int(x) for x in env.split(",") if x.strip().isdigit()]
-    if shutil.which("nvidia-smi") is None:
-        return []
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return [int(m.group(1)) for m in re.finditer(r"^GPU (\d+):", out, flags=re.M)]
+    return list(visible_gpu_ids())
 
 
 def gpus_needed(stage: str, params: Params) -> int:
@@ -320,8 +319,23 @@ def gpus_needed(stage: str, params: Params) -> int:
     return 1 if kind in ("evaluate", "evaluate_base") else 0
 
 
+def pool_gpus(stage: str, need: dict[str, int], params: Params) -> int:
+    """GPUs the pool executor asks a worker for: the stage's need where the run needs CUDA
+    (params `base_model.device: cuda`, the GPU presets), else none: a study that runs wherever
+    torch does (the tiny world) goes to any worker, GPUs or not.
+
+    >>> from core.params import load
+    >>> need = {"train@rlvr-0": 4, "report": 0}
+    >>> pool_gpus("train@rlvr-0", need, load(preset="qwen3_0p6b_8gpu")), pool_gpus("report", need, load())
+    (4, 0)
+    >>> pool_gpus("train@rlvr-0", need, load())
+    0
+    """
+    return need.get(stage, 0) if params.base_model.device == "cuda" else 0
+
+
 def place_stages(ready: list[str], slots: int, need: dict[str, int],
-                 pool: GpuPool | None) -> list[tuple[str, list[int] | None]]:
+                 pool: GpuPool | None) -> list[tuple[str, list[GpuId] | None]]:
     """Up to `slots` of the ready stages to start now, in order, each with the GPUs it takes
     (None without a pool). A stage whose GPUs are all busy waits; one behind it that fits (or
     needs none) may start.
@@ -333,7 +347,7 @@ def place_stages(ready: list[str], slots: int, need: dict[str, int],
     >>> place_stages(["x", "y"], 1, {}, None)
     [('x', None)]
     """
-    chosen: list[tuple[str, list[int] | None]] = []
+    chosen: list[tuple[str, list[GpuId] | None]] = []
     for s in ready:
         if len(chosen) >= slots:
             break
@@ -363,9 +377,12 @@ def run_stage(stage: str, force: bool = False, timeout_s: float | None = None,
       retry_condition_fn=retryable)
 def run_stage_on_pool(stage: str, rev: str, upstream: list[str], deployment: str,
                       force: bool = False, timeout_s: float | None = None,
-                      extra_env: dict[str, str] | None = None) -> dict:
-    """Run one DVC stage as a flow run on a work-pool worker, then record it here."""
+                      extra_env: dict[str, str] | None = None, gpus: int = 0) -> dict:
+    """Run one DVC stage as a flow run on a work-pool worker that has its `gpus` GPUs (the pool's
+    queue for that count, tasks/pool.py), then record it here."""
     from prefect.deployments import run_deployment
+
+    from tasks import pool
 
     logger = get_run_logger()
     action = "run" if force else st.plan(stage, ROOT, pull=True)
@@ -374,10 +391,14 @@ def run_stage_on_pool(stage: str, rev: str, upstream: list[str], deployment: str
     if action == "restore":  # a worker already ran it (e.g. before the coordinator restarted)
         st.restore_from_remote(stage, ROOT, log=logger.info)
         return _finish(stage, "restore")
-    run = run_deployment(deployment, parameters={"stage": stage, "rev": rev, "upstream": upstream,
-                                                 "force": force, "timeout_s": timeout_s,
-                                                 "extra_env": extra_env},
-                         flow_run_name=stage, timeout=None, poll_interval=5)
+    parameters = {"stage": stage, "rev": rev, "upstream": upstream, "force": force,
+                  "timeout_s": timeout_s, "extra_env": extra_env}
+    if gpus:  # the worker checks it has them (a worker started by hand polls every queue)
+        parameters["gpus"] = gpus
+        if idle := pool.unserved(gpus):
+            logger.warning("%s: %s", stage, idle)
+    run = run_deployment(deployment, parameters=parameters, flow_run_name=stage, timeout=None,
+                         poll_interval=5, work_queue_name=pool.queue_for(gpus))
     state = run.state
     if state is not None and state.is_crashed():  # its worker may be alive, cut off from the API
         st.outlive_crashed_attempt(stage, log=logger.info)
@@ -487,7 +508,7 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
         def start(s: str, threads: int):  # a worker's threads are its own (threads_per_stage)
             return submit.submit(s, rev, sorted(graph[s] & set(order)), cfg.stage_deployment,
                                  force=s in forced, timeout_s=stage_timeout(s, timeout, seen),
-                                 extra_env=extra_env)
+                                 extra_env=extra_env, gpus=pool_gpus(s, need, params))
     else:
         local = run_stage.with_options(retries=retries if retries is not None else cfg.retries)
 
@@ -503,7 +524,7 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
     failed: dict[str, str] = {}
     blocked: list[str] = []
     running: dict = {}
-    held: dict[str, list[int]] = {}  # stage -> the GPUs it runs on (given back when it ends)
+    held: dict[str, list[GpuId]] = {}  # stage -> the GPUs it runs on (given back when it ends)
     pending = list(order)
     depth = depths(graph, order)
     expected = recorded_seconds()
@@ -796,14 +817,21 @@ def _show_progress(board: Board, running: dict, preset: str | None, done: int, t
 
 @flow(name="stage", log_prints=True)
 def stage_flow(stage: str, rev: str, upstream: list[str] | None = None, force: bool = False,
-               timeout_s: float | None = None, extra_env: dict[str, str] | None = None) -> str:
+               timeout_s: float | None = None, extra_env: dict[str, str] | None = None,
+               gpus: int = 0) -> str:
     """One DVC stage on this worker's clone (the pool executor's unit of work)."""
     from pathlib import Path
+
+    from tasks.pool import worker_gpus
 
     logger = get_run_logger()
     if Path.cwd().resolve() != ROOT.resolve():  # another checkout's code would write elsewhere
         raise st.StageFailed(f"this flow run imports the code of {ROOT} but runs in {Path.cwd()}: "
                              "start workers with scripts/prefect_worker.sh in their own clone")
+    if gpus and (have := worker_gpus()) < gpus:  # a worker that polls every queue took it
+        raise st.StageFailed(f"{stage} needs {gpus} GPU(s) but this worker has {have}: start "
+                             "workers with scripts/prefect_worker.sh, which polls only the "
+                             "queues of the stages its GPUs can run")
     threads = load().pipeline.threads_per_stage
     from prefect.runtime import flow_run
 

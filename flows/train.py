@@ -10,6 +10,7 @@ stale run.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import importlib
 import json
@@ -18,6 +19,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from prefect import flow
@@ -81,7 +83,7 @@ def heldout_settings(ev, max_completion_length: int, split: str):
     (200, None, 8)
     """
     return ev.model_copy(update={"max_new_tokens": max(ev.max_new_tokens, max_completion_length),
-                                 "maj_k": None})
+                                 "maj_k": None, "n_test": ev.heldout_n or ev.n_test})
 
 
 def _prepare_output(out: Path, digest: str) -> None:
@@ -125,30 +127,44 @@ def make_plan(params: Params, method: str | ResolvedMethod, seed: int, model, to
     return build_plan(ctx)
 
 
-def check_vllm(g) -> None:
-    """A run with `grpo.use_vllm` needs vLLM importable in this process, in colocate and server
-    mode alike (TRL's client pushes the weights over vLLM's NCCL code): one clear line now, not
-    TRL's ImportError after the model is loaded."""
+def check_vllm(g):
+    """The run's GRPO settings with vLLM checked (`g`, or `g` without vLLM): a run with
+    `grpo.use_vllm` needs vLLM able to sample in this process, in colocate and server mode alike
+    (TRL's client pushes the weights over vLLM's NCCL code), and server mode needs CUDA for that
+    push. On the CPU, where vLLM's CPU build cannot run, one line says why and the run samples
+    with the lab's samplers (the default asks for vLLM where `make setup` could install it); on
+    a GPU it is an error, in one line, before the model is loaded."""
     if not g.use_vllm:
-        return
-    from trl.import_utils import is_vllm_available
+        return g
+    import torch
 
-    if not is_vllm_available():
-        from core.params import ParamsError
+    from core.params import ParamsError
+    from models.vllm_engine import unavailable
 
-        raise ParamsError(f"grpo.use_vllm is on ({g.vllm_mode} mode) but vLLM is not importable "
-                          "here: install it as docs/gpu.md says (configs/gpu-requirements.txt), "
-                          "or set grpo.use_vllm: false to sample with transformers")
+    reason = unavailable()
+    if reason and not torch.cuda.is_available():
+        log.warning("grpo.use_vllm is on, but %s: sampling rollouts with the lab's samplers", reason)
+        return g.model_copy(update={"use_vllm": False})
+    if reason:
+        raise ParamsError(f"grpo.use_vllm is on ({g.vllm_mode} mode) but {reason}; or set "
+                          "grpo.use_vllm: false to sample with the lab's samplers (a GPU preset's "
+                          "grpo.steps_per_generation bounds that rollout batch)")
+    if g.vllm_mode == "server" and not torch.cuda.is_available():
+        raise ParamsError("grpo.vllm_mode is server, which pushes the policy's weights to the server "
+                          "over vLLM's NCCL weight-transfer engine: that needs CUDA. On the CPU use "
+                          "grpo.vllm_mode: colocate (a CPU server serves generation only)")
+    return g
 
 
 class LaunchError(RuntimeError):
     """The launch does not give the number of processes that was asked for."""
 
 
-def launch(expected: int | None = None) -> int:
-    """Join the launcher's process group, say how many processes this training runs on, and
-    refuse a launch that does not give the `expected` number (`--num-processes`)."""
-    world, rank, backend = ranks.init()
+def launch(expected: int | None = None, timeout_s: float | None = None) -> int:
+    """Join the launcher's process group (its collectives wait up to `timeout_s`, params
+    `grpo.ddp_timeout_s`), say how many processes this training runs on, and refuse a launch
+    that does not give the `expected` number (`--num-processes`)."""
+    world, rank, backend = ranks.init(timeout_s)
     if rank == 0:
         log.info("training on %d process%s (torch.distributed backend: %s); rank 0 writes the files "
                  "and the MLflow run", world, "" if world == 1 else "es", backend)
@@ -171,7 +187,8 @@ def setup_run(params: Params, run: ResolvedMethod, seed: int, rows: list[dict], 
     Tests pass `device="meta"` to check where every model lands without running one."""
     from models.policy import autocast, load_policy, training_device
 
-    device = training_device() if device is None else device
+    if device is None:
+        device = training_device(params.base_model.device, params.preset)
     model, tokenizer = load_policy(paths.base_model_dir(params), for_training=True, device=device)
     plan = make_plan(params, run, seed, model, tokenizer, components=components)  # a bad path fails here
     if plan.select_rows is not None:  # e.g. DRO's static pre-filter, with the step-0 policy
@@ -201,10 +218,13 @@ def train(params: Params, method: str | ResolvedMethod, seed: int,
     from rewards.chat import ChatFormat
     from tasks import tracking
 
-    launch(num_processes)  # before any work: a launch that cannot be honoured fails in seconds
     # Resolved once per run (here, or by the caller); unknown names fail here, listing the known ones.
     run = params.resolve(method) if isinstance(method, str) else method
-    check_vllm(run.grpo)
+    # Before any work: a launch that cannot be honoured, or a GPU preset on a machine without
+    # CUDA, fails in seconds.
+    launch(num_processes, run.grpo.ddp_timeout_s)
+    device = training_device(params.base_model.device, params.preset) if device is None else device
+    run = dataclasses.replace(run, grpo=check_vllm(run.grpo))
     method = run.name
     family, g = run.family, run.grpo
     prepared, base = paths.PREPARED, paths.base_model_dir(params)
@@ -219,7 +239,6 @@ def train(params: Params, method: str | ResolvedMethod, seed: int,
     if main:
         _prepare_output(out, digest)
     ranks.barrier()  # no rank looks for checkpoints while the main one may be deleting stale ones
-    device = training_device() if device is None else device
     model, tokenizer, plan, rows = setup_run(params, run, seed, rows, device=device)
 
     # Every prompt through the chat template, if any, with the method's thinking setting.
@@ -325,31 +344,90 @@ def main() -> None:
         print(json.dumps({k: v for k, v in summary.items() if k != "heldout"}))
 
 
-def accelerate_command(n: int, config: str | None, argv: list[str]) -> list[str]:
+# A training across machines (docs/multiprocess.md, "Across machines"): the same command on
+# every machine, each told its rank and the address of machine 0 through these variables.
+MACHINE_ENV = ("NUM_MACHINES", "MACHINE_RANK", "MAIN_PROCESS_IP", "MAIN_PROCESS_PORT")
+MULTI_NODE_CONFIG = "configs/accelerate/multi_node.yaml"
+
+
+def machine_flags(n: int, env: Mapping[str, str] | None = None) -> list[str]:
+    """accelerate's flags for a launch across machines, from the environment: NUM_MACHINES,
+    MACHINE_RANK (0 on the machine at MAIN_PROCESS_IP), MAIN_PROCESS_IP, MAIN_PROCESS_PORT
+    (optional: the config's). None set: one machine, no flags. `n` (grpo.num_processes) is the
+    total over all machines and must split evenly.
+
+    >>> machine_flags(8, {"NUM_MACHINES": "2", "MACHINE_RANK": "1", "MAIN_PROCESS_IP": "10.0.0.1",
+    ...                   "MAIN_PROCESS_PORT": "29500"})
+    ['--num_machines', '2', '--machine_rank', '1', '--main_process_ip', '10.0.0.1', '--main_process_port', '29500']
+    >>> machine_flags(8, {}), machine_flags(8, {"NUM_MACHINES": "1"})
+    ([], [])
+    """
+    env = os.environ if env is None else env
+    given = {k: env[k].strip() for k in MACHINE_ENV if env.get(k, "").strip()}
+    if not given or given == {"NUM_MACHINES": "1"}:
+        return []
+    missing = [k for k in ("NUM_MACHINES", "MACHINE_RANK", "MAIN_PROCESS_IP") if k not in given]
+    if missing:
+        raise LaunchError(f"a training across machines needs {', '.join(MACHINE_ENV[:3])} on every "
+                          f"machine; {', '.join(missing)} unset (docs/multiprocess.md)")
+    bad = [k for k in ("NUM_MACHINES", "MACHINE_RANK", "MAIN_PROCESS_PORT")
+           if k in given and not given[k].isdigit()]
+    if bad:
+        raise LaunchError(f"{', '.join(f'{k}={given[k]!r}' for k in bad)}: not a number")
+    machines, rank = int(given["NUM_MACHINES"]), int(given["MACHINE_RANK"])
+    if machines < 1 or rank >= machines or n % machines:
+        raise LaunchError(f"NUM_MACHINES={machines}, MACHINE_RANK={rank}: the rank must be below "
+                          f"the number of machines, and grpo.num_processes ({n}, the total over "
+                          "all machines) a multiple of it")
+    flags = ["--num_machines", str(machines), "--machine_rank", str(rank),
+             "--main_process_ip", given["MAIN_PROCESS_IP"]]
+    return flags + (["--main_process_port", given["MAIN_PROCESS_PORT"]]
+                    if "MAIN_PROCESS_PORT" in given else [])
+
+
+def accelerate_command(n: int, config: str | None, argv: list[str],
+                       env: Mapping[str, str] | None = None) -> list[str]:
     """The `accelerate launch` command line that runs this training on `n` processes: the given
     config file (relative to the repository) or, by default, the multi-GPU config with CUDA and the
-    CPU one (torchrun over gloo) without; `--num-processes n` makes the launched run check it.
+    CPU one (torchrun over gloo) without, the multi-machine one across machines (`machine_flags`:
+    this machine's rank and machine 0's address, from `env`); `--num-processes n` makes the
+    launched run check it.
 
-    >>> cmd = accelerate_command(2, "configs/accelerate/cpu_2proc.yaml", ["--method", "rlvr"])
+    >>> cmd = accelerate_command(2, "configs/accelerate/cpu_2proc.yaml", ["--method", "rlvr"], {})
     >>> " ".join(cmd[3:9])
     'launch --config_file configs/accelerate/cpu_2proc.yaml --num_processes 2 -m'
     >>> " ".join(cmd[9:])
     'flows.train --method rlvr --num-processes 2'
+    >>> cmd = accelerate_command(8, None, ["--method", "rlvr"], {"NUM_MACHINES": "2",
+    ...     "MACHINE_RANK": "0", "MAIN_PROCESS_IP": "10.0.0.1"})
+    >>> " ".join(cmd[3:])  # doctest: +NORMALIZE_WHITESPACE
+    'launch --config_file configs/accelerate/multi_node.yaml --num_processes 8 --num_machines 2
+     --machine_rank 0 --main_process_ip 10.0.0.1 -m flows.train --method rlvr --num-processes 8'
     """
+    machines = machine_flags(n, env)
+    if config is None and machines:
+        config = MULTI_NODE_CONFIG
     if config is None:
         import torch
 
         name = "multi_gpu.yaml" if torch.cuda.is_available() else "cpu_2proc.yaml"
         config = f"configs/accelerate/{name}"
     return [sys.executable, "-m", "accelerate.commands.accelerate_cli", "launch", "--config_file",
-            config, "--num_processes", str(n), "-m", "flows.train", *argv, "--num-processes", str(n)]
+            config, "--num_processes", str(n), *machines, "-m", "flows.train", *argv,
+            "--num-processes", str(n)]
 
 
 def relaunch(n: int, config: str | None, argv: list[str]) -> int:
-    """Run this training on `n` processes through `accelerate launch`; its exit code."""
+    """Run this training on `n` processes through `accelerate launch` (on this machine, or this
+    machine's share of a launch across machines); its exit code, 2 for a launch that cannot be
+    built (one line)."""
     import subprocess
 
-    cmd = accelerate_command(n, config, argv)
+    try:
+        cmd = accelerate_command(n, config, argv)
+    except LaunchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     log.info("grpo.num_processes = %d: relaunching with %s", n, " ".join(cmd[3:]))
     return subprocess.call(cmd, cwd=ROOT)
 

@@ -29,6 +29,7 @@ import logging
 import math
 import os
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,24 @@ def _link_or_copy(src: str, dst: str) -> None:
         shutil.copy2(src, dst)
 
 
+# Share of the process group's timeout a held-out evaluation may take before it is reported: the
+# other ranks wait for it in a collective, and past the timeout the group kills them.
+NEAR_TIMEOUT = 0.5
+
+
+def _warn_if_near_timeout(seconds: float, step: int) -> None:
+    """Log, on rank 0, a held-out evaluation that took over `NEAR_TIMEOUT` of the process group's
+    timeout (`core.ranks.init`, params `grpo.ddp_timeout_s`) on N ranks: the next, longer one
+    (the policy's completions grow) may reach it."""
+    limit = ranks.timeout_s()
+    if limit is None or ranks.world_size() <= 1 or seconds <= NEAR_TIMEOUT * limit:
+        return
+    log.warning("the held-out evaluation at step %d took %.0f s while %d other rank(s) waited, "
+                "%.0f%% of the process group's timeout (grpo.ddp_timeout_s = %.0f s): lower "
+                "eval.heldout_n or raise grpo.ddp_timeout_s", step, seconds,
+                ranks.world_size() - 1, 100 * seconds / limit, limit)
+
+
 class HeldoutCallback(TrainerCallback):
     """Score the policy every `every` steps (and at the start and end), watch for collapse."""
 
@@ -122,8 +141,10 @@ class HeldoutCallback(TrainerCallback):
         stop = False
         with self._full_weights(model) as full:
             if ranks.is_main():
+                started = time.monotonic()
                 with ranks.local():  # a reward or scorer called here must not wait for other ranks
                     stop = self._evaluate(full, state)
+                _warn_if_near_timeout(time.monotonic() - started, state.global_step)
         if ranks.broadcast(stop):
             control.should_training_stop = True
         self._last_step = state.global_step

@@ -392,6 +392,27 @@ class RlcerGRPOTrainer(GRPOTrainer):
         finally:
             self.generation_config, self.generation_kwargs = saved
 
+    def _generate_single_turn(self, prompt_ids: list, images: Any, multimodal_fields: dict,
+                              num_generations: int, has_tool_images: bool = False) -> tuple:
+        """TRL's transformers generation in calls of at most ``reward.rlcer.rows_per_generate``
+        rows. Both roles come through here: TRL's reasoner rollouts (the generation batch,
+        ``steps_per_generation`` micro-batches) and :meth:`sample_rubricator`. RLCER samples
+        without vLLM (``_check_layout``), so a call's KV cache is rows x (prompt + completion)
+        tokens, and a rubricator prompt holds a whole CoT: unbounded, one call of a step's rows
+        at the GPU presets' sizes holds tens of GB (core/memory.py). None: one call, as TRL."""
+        bound = getattr(self.rlcer.cfg, "rows_per_generate", None)  # None also for a bare namespace cfg
+        if not bound or len(prompt_ids) <= bound or images is not None or multimodal_fields:
+            return super()._generate_single_turn(prompt_ids, images, multimodal_fields,
+                                                 num_generations, has_tool_images)
+        completions: list = []
+        logprobs: list | None = []
+        for start in range(0, len(prompt_ids), bound):
+            ids, lps = super()._generate_single_turn(prompt_ids[start:start + bound], None, {},
+                                                     num_generations, has_tool_images)
+            completions.extend(ids)
+            logprobs = None if lps is None or logprobs is None else [*logprobs, *lps]
+        return completions, logprobs
+
     def sample_rubricator(self, prompts: list[str]) -> tuple[list[list[int]], list[list[int]], list[str]]:
         """(prompt ids, completion ids up to and including EOS, decoded text) per rubricator prompt."""
         prompt_ids, _, _ = self._tokenize_prompts(prompts)
