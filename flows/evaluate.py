@@ -9,6 +9,7 @@ as metrics) and logs the same numbers to the method's MLflow run (the one `train
 from __future__ import annotations
 
 import json
+import logging
 import time
 from functools import partial
 
@@ -22,6 +23,8 @@ from core.methods import method as registered
 from core.params import Params, load
 from evals.registry import headline
 
+log = logging.getLogger(__name__)
+
 
 def evaluate(params: Params, name: str, seed: int | None = None, *, device=None) -> dict:
     """Benchmarks for `name` (a method trained with `seed`, or `base`).
@@ -31,6 +34,7 @@ def evaluate(params: Params, name: str, seed: int | None = None, *, device=None)
     thousands of long samples never run on the CPU beside a GPU."""
     import mlflow
 
+    from core.devices import training_device
     from evals.dilution import score_samples
     from evals.registry import load_rows
     from evals.self_eval import self_eval_auroc
@@ -46,7 +50,10 @@ def evaluate(params: Params, name: str, seed: int | None = None, *, device=None)
         seed, trained = (params.seeds[0] if seed is None else seed), [name]
     budgets = evaluate_budgets(params, trained)  # unknown names fail here, listing the known ones
     start = time.time()
+    if device is None:  # a GPU preset on a machine without CUDA fails here, naming the reason
+        device = training_device(params.base_model.device, params.preset)
     model, tokenizer = load_policy(paths.policy_dir(params, name, seed), device=device)
+    attach_sampler(params, paths.policy_dir(params, name, seed), model)
     chat = ChatFormat.from_params(params)  # prompts through the chat template, as in training
     if name != "base":  # with the thinking setting the method trained with
         chat = chat.with_thinking(params.method_grpo(name).enable_thinking)
@@ -94,6 +101,31 @@ def evaluate(params: Params, name: str, seed: int | None = None, *, device=None)
         with mlflow.start_run(run_id=run_id):
             tracking.log_metrics({f"test/{k}": v for k, v in metrics.items()})
     return metrics
+
+
+def attach_sampler(params: Params, folder, model) -> str:
+    """With `eval.sampler: vllm`, an engine built from the policy's `folder` samples this stage
+    (`models.vllm_engine.attach`); where vLLM cannot run, one line says why and the lab's
+    samplers are used. Returns the sampler used."""
+    if params.eval.sampler != "vllm":
+        return "lab"
+    from models import vllm_engine
+
+    reason = vllm_engine.unavailable()
+    if reason:
+        log.warning("eval.sampler is vllm, but %s: sampling with the lab's samplers", reason)
+        return "lab"
+    # The model's whole context: vLLM sizes its KV cache by memory, not by this length. On a GPU
+    # the engine takes the share of memory training gives it (the policy stays there too, for
+    # the scorers that read its log-probabilities).
+    import torch
+
+    extra = ({"gpu_memory_utilization": params.grpo.vllm_gpu_memory_utilization}
+             if torch.cuda.is_available() else {})
+    llm = vllm_engine.engine(folder, max_model_len=model.config.max_position_embeddings,
+                             seed=params.seed, **extra)
+    vllm_engine.attach(model, llm)
+    return "vllm"
 
 
 @flow(name="evaluate", log_prints=True)

@@ -1,5 +1,7 @@
-"""Batched sampling for evaluation: the lab's sampler for the lab's models on the CPU
-(models/sampler.py), transformers `generate` for anything else (vLLM serves rollouts on GPUs)."""
+"""Batched sampling for evaluation: through a vLLM engine where one holds the model
+(models/vllm_engine.py: the evaluate stage with `eval.sampler: vllm`, held-out evaluations of a
+run with vLLM rollouts), else the lab's sampler for the lab's models on the CPU
+(models/sampler.py), else transformers `generate`."""
 
 from __future__ import annotations
 
@@ -15,6 +17,16 @@ def generate(model, tokenizer, prompts: list[str], *, num_samples: int = 1, temp
     Sampling is seeded by `seed` inside `torch.random.fork_rng`: the same samples every time, and
     the caller's RNG streams (TRL's per-rank generation seeds, during a held-out evaluation) are
     left exactly where they were."""
+    from models import vllm_engine
+
+    tied = vllm_engine.attached(model)
+    if tied is not None:  # a vLLM engine holds this model (the evaluate stage, colocate training)
+        llm, sync = tied
+        if sync is not None:
+            sync()
+        return vllm_engine.generate(llm, tokenizer, prompts, num_samples=num_samples,
+                                    temperature=temperature, greedy=greedy,
+                                    max_new_tokens=max_new_tokens, seed=seed)
     device = next(model.parameters()).device
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(seed)

@@ -10,6 +10,7 @@ a rerun resumes from the newest one, so a killed stage loses at most `save_steps
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Sequence
@@ -59,8 +60,11 @@ def grpo_config(g, *, seed: int, output_dir: Path, report_to: Sequence[str] = ()
         save_total_limit=2, report_to=list(report_to), disable_tqdm=True,
         use_cpu=not cuda, bf16=cuda, activation_checkpointing=cuda and g.gradient_checkpointing,
         dataloader_num_workers=0, use_vllm=g.use_vllm, vllm_mode=g.vllm_mode,
-        vllm_gpu_memory_utilization=g.vllm_gpu_memory_utilization, remove_unused_columns=False,
-        chat_template_kwargs=chat_template_kwargs or None,
+        vllm_gpu_memory_utilization=g.vllm_gpu_memory_utilization,
+        vllm_server_host=g.vllm_server_host, vllm_server_port=g.vllm_server_port,
+        vllm_group_port=g.vllm_group_port, vllm_server_timeout=g.vllm_server_timeout_s,
+        remove_unused_columns=False,
+        chat_template_kwargs=chat_template_kwargs or None, ddp_timeout=int(g.ddp_timeout_s),
     )
 
 
@@ -110,6 +114,23 @@ def _lab_rollouts(trainer) -> None:
     original = trainer._generate_single_turn
     trainer._generate_single_turn = lambda *args, **kwargs: lab_rollouts(trainer, original, *args,
                                                                          **kwargs)
+
+
+def _vllm_everywhere(trainer) -> None:
+    """With vLLM rollouts in colocate mode: the weight sync that works on the CPU
+    (`models.vllm_engine.fix_colocate_sync`), and the held-out evaluations sampled by the same
+    engine (`models.vllm_engine.attach`), with the policy's current weights pushed first."""
+    gen = getattr(trainer, "vllm_generation", None)
+    if not trainer.use_vllm or gen is None or gen.mode != "colocate":
+        return
+    from models import vllm_engine
+
+    vllm_engine.fix_colocate_sync(trainer)
+    plugin = getattr(trainer.accelerator.state, "deepspeed_plugin", None)
+    if plugin is not None and getattr(plugin, "zero_stage", None) == 3:
+        return  # the sync gathers parameters on every rank; held-out runs on the main one only
+    policy = trainer.accelerator.unwrap_model(trainer.model)
+    vllm_engine.attach(policy, gen.llm, sync=gen.sync_weights)
 
 
 def lab_rollouts(trainer, original, prompt_ids, images, multimodal_fields, num_generations,
@@ -198,15 +219,22 @@ def train(policy_path: Path, rows: list[dict], plan, g, *, seed: int, output_dir
         rows = [{**r, "prompt": chat.prompt(tokenizer, r["prompt"])} for r in rows]
     args = grpo_config(g, seed=seed, output_dir=output_dir, report_to=report_to, run_name=run_name,
                        chat_template_kwargs=chat.template_kwargs if templated else None)
+    building = contextlib.nullcontext()
+    if args.use_vllm and args.vllm_mode == "colocate" and not torch.cuda.is_available():
+        from models import vllm_engine
+
+        building = vllm_engine.colocate_on_cpu(str(model.dtype).removeprefix("torch."))
     trainer_cls = plan.trainer_cls or GRPOTrainer
-    trainer = trainer_cls(model=model, reward_funcs=list(plan.reward_funcs), args=args,
-                          train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
-                          callbacks=[*callbacks, CheckpointMarker()], **plan.trainer_kwargs)
+    with building:
+        trainer = trainer_cls(model=model, reward_funcs=list(plan.reward_funcs), args=args,
+                              train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
+                              callbacks=[*callbacks, CheckpointMarker()], **plan.trainer_kwargs)
     for f in [*plan.reward_funcs, *plan.loggers, *callbacks]:
         if hasattr(f, "trainer"):
             f.trainer = trainer
     _record_first_prompt(trainer, Path(output_dir) / "first_prompt.txt")
     _lab_rollouts(trainer)
+    _vllm_everywhere(trainer)
     resume = last_checkpoint(output_dir)
     done = resume is not None and _global_step(resume) >= g.max_steps
     if resume is not None:  # callbacks that keep state across a resume (held-out history)

@@ -17,6 +17,13 @@ finished rows are padded, and the loop stops when every row has ended or at `max
 with the same seed the samples match `generate`'s (up to float rounding in a near-tie), and greedy
 decoding matches it token for token (`tests/test_sampler.py`, `python -m benchmarks.sampling`).
 
+Where it samples now: vLLM (models/vllm_engine.py) is the default sampler of GRPO's rollouts and of
+the evaluate stage, where `python -m benchmarks.sampling` measures it fastest per stage with
+greedy output identical (benchmarks/results/sampling.json, docs/speed.md). This loop, measured
+there too, is the lab's sampler where vLLM does not sample: a machine without vLLM's CPU build,
+RLCER's two roles, a run with `grpo.use_vllm: false` or `eval.sampler: lab` (the `ci` preset's
+short stages), and calls made before any engine exists (DRO's pre-filter).
+
 `lab_generate` falls back to `model.generate` for anything else: another architecture, a model not
 on the CPU (real models keep vLLM on GPUs), or a generation setting this loop does not implement
 (repetition penalty, beams, ...). `supports` says which.
