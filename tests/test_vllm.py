@@ -117,7 +117,7 @@ def test_greedy_through_vllm_is_the_lab_samplers_on_the_test_split_and_sampling_
 @pytest.mark.slow
 @needs_vllm
 def test_grpo_with_vllm_rollouts_samples_from_the_updated_weights(tmp_path, monkeypatch):
-    """Two GRPO steps of rlvr's shape with `grpo.use_vllm` on the CPU (TRL's colocate mode): the
+    """Two GRPO steps of rlvr (its reward) with `grpo.use_vllm` on the CPU (TRL's colocate mode): the
     rollouts come from vLLM, and after the optimiser's steps the engine's log-probabilities of a
     fixed completion equal the policy's to float tolerance (they are not the base's), so vLLM
     samples the updated weights. The held-out evaluations go through the same engine."""
@@ -127,8 +127,12 @@ def test_grpo_with_vllm_rollouts_samples_from_the_updated_weights(tmp_path, monk
     import models.grpo as grpo
     from models.policy import load_policy
 
-    rows = [{"prompt": p} for p in _test_prompts(16)]
-    g = load().grpo.model_copy(update={
+    from flows.train import make_plan, task_rows
+    from world import generate_world
+
+    generate_world(load().world, tmp_path / "prepared")
+    rows = task_rows(tmp_path / "prepared", "arith")[:16]
+    g = load().method_grpo("rlvr").model_copy(update={
         "use_vllm": True, "max_steps": 2, "save_steps": 100, "prompts_per_step": 4,
         "num_generations": 4, "gradient_accumulation_steps": 1, "learning_rate": 1e-3,
         "logging_steps": 1})
@@ -136,13 +140,17 @@ def test_grpo_with_vllm_rollouts_samples_from_the_updated_weights(tmp_path, monk
     real = grpo._vllm_everywhere
     monkeypatch.setattr(grpo, "_vllm_everywhere", lambda trainer: seen.update(t=trainer) or real(trainer))
     model, tokenizer = load_policy(BASE, for_training=True)
+    plan = make_plan(load(), "rlvr", 0, model, tokenizer)
     rollouts = []
+    correct = plan.reward_funcs[0]
 
-    def reward(completions, **kw):
-        rollouts.append(len(completions))
-        return [len(c) / 64 for c in completions]
+    def counted(*args, **kw):  # rlvr's own reward, counting the completions it scores
+        rollouts.append(len(kw["completions"]))
+        return correct(*args, **kw)
 
-    history = grpo.train(BASE, rows, [reward], g, seed=0, output_dir=tmp_path, model=model,
+    counted.__name__ = correct.__name__
+    plan.reward_funcs[0] = counted
+    history = grpo.train(BASE, rows, plan, g, seed=0, output_dir=tmp_path / "out", model=model,
                          tokenizer=tokenizer)
     trainer = seen["t"]
     assert trainer.use_vllm and trainer.vllm_generation.mode == "colocate"
