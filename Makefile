@@ -56,7 +56,7 @@ test-ci: setup  ## what CI runs after `make test`: the slow suite less its three
 
 ci: test test-ci
 
-gpu-smoke: setup  ## on one GPU, <10 min: 2 GRPO steps of rlvr, rlme, dro, rlcer + one evaluate, PASS/FAIL per check (docs/gpu.md)
+gpu-smoke: setup  ## on one GPU, about 8 min (--budget-s): the 1-GPU presets' bounded rollouts and confidence/RLCER passes against core/memory.py's estimate, vLLM's weight sync, the old smoke; 2 GPUs: process-group timeout, vLLM server reuse (docs/gpu.md section 2)
 	scripts/gpu_smoke.sh $(ARGS)
 
 mlflow-ui: setup  ## compare methods in the MLflow UI on http://127.0.0.1:5000

@@ -280,12 +280,36 @@ def _training_bytes(shape: ModelShape, rows: int, tokens: int, completion: int,
     return kept + layers + head
 
 
+# A method's memory terms follow from what its settings declare (its `reward.<m>` block,
+# core/methods.py), not from its name: the registry stays the one place that names methods
+# (tests/test_registry_plugin.py), and a new method with such a field gets the term.
+def _two_roles(cfg: Any) -> bool:
+    """The policy also samples a second role (RLCER's rubricator, prompted by its template)."""
+    return hasattr(cfg, "rubricator_template")
+
+
+def _evaluators(cfg: Any) -> bool:
+    """Evaluator models score the completions (RLME's live, frozen or path evaluators)."""
+    return hasattr(cfg, "evaluators")
+
+
+def _teacher_forced(cfg: Any) -> bool:
+    """A teacher-forced pass over every completion, `rows_per_pass` rows at a time (the
+    confidence rewards: self-certainty, entropy)."""
+    return hasattr(cfg, "rows_per_pass")
+
+
+def _reference_pass(cfg: Any) -> bool:
+    """A pass over the reference answer after the completion's marker (DRO's R3)."""
+    return hasattr(cfg, "answer_marker")
+
+
 def _extra_models(run: Any, params: Any, shape_of: Callable[[str], ModelShape]) -> list[ModelShape]:
     """The read-only models a method loads beside the policy (held in bf16, core/devices.py)."""
     cfg = run.cfg
-    if run.family == "rlcer" and cfg.verifier != "rule":
+    if _two_roles(cfg) and getattr(cfg, "verifier", "rule") != "rule":
         return [shape_of(cfg.verifier)]
-    if run.family == "rlme":
+    if _evaluators(cfg):
         policy = params.base_model.path
         return [shape_of(policy) if e.source == "frozen" else shape_of(e.source)
                 for e in cfg.evaluators if e.source != "live"]
@@ -312,7 +336,7 @@ def rollout_rows(params: Any, name: str) -> int:
     run = params.resolve(name)
     g = run.grpo
     rows = micro_batch_rows(g) * (g.steps_per_generation or g.gradient_accumulation_steps)
-    bound = getattr(run.cfg, "rows_per_generate", None) if run.family == "rlcer" else None
+    bound = getattr(run.cfg, "rows_per_generate", None) if _two_roles(run.cfg) else None
     return min(rows, bound) if bound else rows
 
 
@@ -346,7 +370,7 @@ def estimate(params: Any, name: str, *, gpu_memory_gib: float | None = None,
     mb_rows, mb_tokens = micro, P + C
     if not g.use_vllm:
         generation = _sampling_bytes(shape, rollout, P + C, FP32)
-    if run.family == "rlcer":
+    if _two_roles(cfg):
         # The rubricator reads the question and one CoT and writes up to max_rubric_tokens;
         # reward.rlcer.rows_per_generate bounds both roles' generate calls (models/rlcer_trainer.py).
         bound = rollout_rows(params, name)
@@ -365,17 +389,17 @@ def estimate(params: Any, name: str, *, gpu_memory_gib: float | None = None,
     training = _training_bytes(shape, mb_rows, mb_tokens, C, g.gradient_checkpointing)
 
     reward = 0
-    if run.family in ("self_certainty", "entropy"):
+    if _teacher_forced(cfg):
         rows = min(cfg.rows_per_pass or rollout, rollout)
         reward = _teacher_forced_bytes(shape, rows, C, P + C)
-    elif run.family == "dro":
+    elif _reference_pass(cfg):
         reward = _teacher_forced_bytes(shape, micro, REFERENCE_TOKENS, P + C + REFERENCE_TOKENS)
-    elif run.family == "rlme":
+    elif _evaluators(cfg):
         # Each evaluator scores the generation batch, score_batch_size rows per pass.
         tokens = P + C + len(cfg.template) // 2
         reward = max(_forward_bytes(s, min(g.score_batch_size, rollout), tokens, BF16)
                      for s in [shape, *extra])
-    elif run.family == "rlcer" and extra:
+    elif _two_roles(cfg) and extra:
         # The judge reads every pooled rubric with every CoT of its question: as many prompts as
         # the rubricator wrote rubrics, so a pass of score_batch_size rows is its worst case.
         reward = _forward_bytes(extra[0], g.score_batch_size, JUDGE_PROMPT_TOKENS + C, BF16)
