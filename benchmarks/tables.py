@@ -386,11 +386,51 @@ def rerun_record_block(result: dict | None = None) -> str:
             "recorded before that column has none).")
 
 
+def trl_rewards_block() -> str:
+    """docs/use_in_your_trainer.md: every reward family as a TRL script gets it
+    (`rewards.api.FAMILIES`), what it reads (`docs/methods/label_use.json`, measured by
+    tests/test_label_use.py) and its per-step cost against `random` in the same run
+    (`benchmarks/results/reward_overhead.json`, then `reward_overhead_intrinsic.json`)."""
+    from rewards.api import FAMILIES
+
+    use = json.loads((ROOT / "docs" / "methods" / "label_use.json").read_text())
+    records = [(name, _load(name)) for name in ("reward_overhead.json", "reward_overhead_intrinsic.json")]
+    lines = ["| method | in `rewards.api` | kind | labels it reads | references it reads | model it reads "
+             "| GRPO step vs `random` | reward ms / completion | record |",
+             "|---|---|---|---|---|---|---:|---:|---|"]
+    for f in FAMILIES:
+        reads = use["methods"][f.method]["reads"]
+        kinds = {k: [f"`{field}`" for field, hit in reads.items() if hit and use["fields"][field]["kind"] == k]
+                 for k in ("label", "reference")}
+        found = next(((name, r["results"][f.method]) for name, r in records
+                      if r and f.method in r["results"]), None)
+        if found is None:
+            cost = ["not measured", "", ""]
+        else:
+            name, m = found
+            ms = m["reward_ms_per_completion"]
+            cost = [f"{m['overhead_vs_random']:+.0%} ({m['median_step_s']:.2f} s vs {m['baseline_step_s']:.2f} s)",
+                    "in the step" if ms is None else f"{ms:.3g}", f"`{name}`"]
+        lines.append(f"| `{f.method}` | {f.api} | {f.kind} | {', '.join(kinds['label']) or 'none'} | "
+                     f"{', '.join(kinds['reference']) or 'none'} | {f.model or 'none'} | " + " | ".join(cost) + " |")
+    setups = "; ".join(f"`{name}`: {r['machine']}, {r['steps']} steps per block, {r['repeats']} repeats"
+                       for name, r in records if r)
+    return ("\n".join(lines) + "\n\nGRPO step: the median wall time of a training step with the method's "
+            "rewards against one with `random` (same base, data and seed, blocks interleaved; `random[task]` "
+            "on the method's own task where it trains on another), from `python -m benchmarks.reward_overhead`; "
+            "reward ms: the reward callables' own time per completion (DRO's and RLCER's rewards are computed "
+            f"inside their trainer's step). {setups}. Reads: measured by `tests/test_label_use.py` "
+            "(`docs/methods/label_use.json`).")
+
+
 BLOCKS = {"sampling": sampling_table, "sampling_profile": sampling_profile_table,
           "profile": profile_table, "sampler_study": sampler_study_block, "gpu_runs": gpu_runs_block,
           "gpu_memory": gpu_memory_block,
-          "study_times": study_times_table, "rerun_record": rerun_record_block}
-PAGES = (PAGE, ROOT / "docs" / "gpu.md", ROOT / "docs" / "report.md")  # the pages holding generated blocks
+          "study_times": study_times_table, "rerun_record": rerun_record_block,
+          "trl_rewards": trl_rewards_block}
+# The pages holding generated blocks.
+PAGES = (PAGE, ROOT / "docs" / "gpu.md", ROOT / "docs" / "report.md",
+         ROOT / "docs" / "use_in_your_trainer.md")
 
 
 def render(page: str) -> str:

@@ -325,7 +325,8 @@ def project_pins() -> list[str]:
     """The project's own requirements, prefect and its fastapi bound left out (see below)."""
     import tomllib
 
-    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    deps = [*project["dependencies"], *project["optional-dependencies"]["lab"]]  # what make setup installs
     return [d for d in deps if not d.startswith(("prefect", "fastapi"))]
 
 

@@ -125,9 +125,8 @@ def test_grpo_with_vllm_rollouts_samples_from_the_updated_weights(tmp_path, monk
     from vllm import SamplingParams
 
     import models.grpo as grpo
-    from models.policy import load_policy
-
     from flows.train import make_plan, task_rows
+    from models.policy import load_policy
     from world import generate_world
 
     generate_world(load().world, tmp_path / "prepared")
