@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -41,15 +41,10 @@ from rewards import MethodContext, MethodPlan, build_plan
 from rewards.baselines import format_boxed, incorrect_answer
 from rewards.verifiable import rlvr_correct
 
-if TYPE_CHECKING:  # imported on first use (`__getattr__` below): they import torch and TRL
-    from models.collapse_callback import CollapseCallback
-    from models.dro_trainer import DroGRPOTrainer
-    from models.rlcer_trainer import RlcerGRPOTrainer
-
-__all__ = ["DEFAULTS", "FAMILIES", "CollapseCallback", "DroGRPOTrainer", "Family", "MethodPlan",
-           "RlcerGRPOTrainer", "attach", "dro", "entropy", "format_boxed", "incorrect_answer",
-           "random_uniform", "rationale", "rlcer", "rlme", "rlvr_correct", "rlvrr", "self_certainty",
-           "settings", "ttrl"]
+# With the classes of `_LAZY` below.
+__all__ = ["DEFAULTS", "FAMILIES", "Family", "MethodPlan", "attach", "dro", "entropy",
+           "format_boxed", "incorrect_answer", "random_uniform", "rationale", "rlcer", "rlme",
+           "rlvr_correct", "rlvrr", "self_certainty", "settings", "ttrl"]
 
 # params.yaml's `reward.<method>` blocks without their `task` and `grpo` (the lab's run settings):
 # the defaults of record.
@@ -107,9 +102,12 @@ FAMILIES: tuple[Family, ...] = (
     Family("rationale", "`rationale(mode)`", "callable", ""),
 )
 
-# The classes imported on first use: `from rewards.api import CollapseCallback` works as usual.
+# The classes imported on first use, by name (`__getattr__`): `from rewards.api import
+# CollapseCallback` works as usual, and this module loads no torch or TRL. Named as strings, as the
+# method registry names its builders: they live a layer up, in models/ (tests/test_layers.py).
 _LAZY = {"CollapseCallback": "models.collapse_callback", "DroGRPOTrainer": "models.dro_trainer",
          "RlcerGRPOTrainer": "models.rlcer_trainer"}
+__all__ += list(_LAZY)
 
 
 def __getattr__(name: str) -> Any:
