@@ -1,75 +1,59 @@
-"""The papers' claims as declarations, and each claim's verdict from the study's runs.
+"""Each claim's verdict from the study's runs. The report stage (flows/report.py) computes them
+with `verdicts` and opens its science section with the table (reports/claims.json holds the same
+numbers). By concern, each file one room: the claims and the rule's words are declared in
+evals/claims.yaml and read by evals/claims_spec.py (`CLAIMS`, `FAMILY`, `RULE`); the runs are read
+by evals/claims_runs.py; the numbers become verdicts in evals/claims_rule.py (`decide`,
+`combine`, `family`, `headline`); the seeds are planned by evals/claims_plan.py; the statistics
+are evals/stats.py. This module reads a claim's runs, compares them (`compare`), and decides the
+claim on each base (`verdict`, `second_base`); every name the report, the pipeline and the tests
+read is re-exported here.
 
-A `Claim` names the paper and figure, the statement, the setting it is tested in, the arms it
-compares (one `Pair` per comparison: a treatment, a control or none, and the expected outcome),
-the metric, the preconditions the setting must meet, and a cap on the seeds per arm.
-`CLAIMS` are declared in evals/claims.yaml; the report stage (flows/report.py) computes their
-verdicts with `verdicts` and opens its science section with the table (reports/claims.json
-holds the same numbers).
-
-**Which runs.** An arm is a run name: a method or variant of the default study (params
-`methods`), or `<preset>/<arm>` for an arm of a preset's own study (`python -m flows.pipeline
---study <preset>`, recorded in studies/<preset>/); `<preset>/base` (or `base`) is that study's
-base, evaluated once. Stale runs (trained from a base that is no longer the study's, or whose
-files are not the ones DVC recorded: `evals/lineage.py`) are left out and named in the notes, and
-a comparison whose runs stand on different bases is refused (inconclusive, "different bases"):
-a number is never pooled across bases.
+**Which runs.** Stale runs (trained from a base that is no longer the study's, or whose files are
+not the ones DVC recorded: `evals/lineage.py`) are left out and named in the notes, and a
+comparison whose runs stand on different bases is refused (inconclusive, "different bases"): a
+number is never pooled across bases.
 
 **The tests** (`evals/stats.py`), per comparison, treatment − control (or treatment against 0
-where there is no control):
+where there is no control), on the planned seeds:
 
-- a metric scored item by item in every run (`evals/items.py`): the **paired bootstrap** over
-  the seeds of each arm and the test items both arms scored (`RESAMPLES` resamples, numpy seed
-  `SEED`), 95% percentile interval;
+- a metric scored item by item in every run (`evals/items.py`): the **t-interval on per-seed
+  means with the items folded in** (`seed_item_t`, 95%): its degrees of freedom are the seeds',
+  because the seed is what a claim generalises over; a base evaluated once is a fixed model
+  whose draw noise is per-item noise, carried by the item part. The percentile **paired
+  bootstrap** decides only where its seed level is sound, `BOOTSTRAP_MIN_SEEDS` seeds per arm
+  (`RESAMPLES` resamples, numpy seed `SEED`);
 - one number per run (`heldout_drop`, `test_rise_fall`, `train_change`, or a metric without
-  per-item scores): the **Welch t-interval** (95%; one-sample against 0 without a control), the exact permutation
-  p-value recorded beside it. Never decided from fewer than `MIN_SEEDS_PER_RUN` = 5 seeds per arm.
+  per-item scores): the **Welch t-interval** (95%; one-sample against 0 without a control), the
+  exact permutation p-value recorded beside it, never from fewer than `MIN_SEEDS_PER_RUN` = 5
+  seeds per arm, a precondition's included; against a base evaluated once, refused (one draw,
+  whose spread no run measures).
 
-**The decision**, per comparison (`decide`): `greater` (treatment beats control by at least
-`min_effect`): *reproduced* if the interval's lower bound is above 0 and the difference is at
-least `min_effect`; *not reproduced* if the upper bound is below `min_effect`; else undecided.
-`less` is its mirror. `within` (|difference| ≤ `margin`): *reproduced* if the interval lies
-inside ±margin, *not reproduced* if wholly outside.
+**The decision**, per comparison (`decide`): `greater`: *reproduced* if the interval's lower bound
+is above 0 and the difference is at least `min_effect`; *not reproduced* if the upper bound is
+below `min_effect`; else undecided. `less` is its mirror. `within`: *reproduced* if the interval
+lies inside ±margin, *not reproduced* if wholly outside; undecided, it says on which side of 0 the
+interval lies, if it excludes 0. `no_gain`: *reproduced* if the upper bound is below +margin
+("harm found" if below 0), *not reproduced* if the lower bound is above +margin. A comparison
+whose declared `bound` leaves the difference short of `min_effect` on its base is *not tested*
+there (`_reachable`): its test could not succeed.
 
-**How many seeds: the power rule, planned from the pilot.** Every arm first runs the `PILOT` = 3
-pilot seeds (0, 1, 2). From the pilot alone (seeds 0-2 and no other, so no seed run later can move
-the plan), `evals.stats.seeds_needed` plans the seeds per arm
-(and test items) that decide the comparison with 80% power at 95% (from the pilot's between-seed
-and per-item spread, its difference taken as true: a normal approximation for the per-item
-bootstrap, the t quantiles of the Welch interval at n seeds for a per-run measure), at least 3
-(5 for a per-run measure) and at most the claim's `max_seeds`. The verdict is then computed ONCE on the
-first planned seeds of each arm (0 .. n-1): seeds run beyond the plan are left out, so looking at
-more data cannot change the error rate. A comparison still undecided there is *inconclusive* and
-says what a decision would need (seeds, items) and what it costs (the committed stage wall times:
-`eval_seconds` in metrics.json, `train_seconds` in run.json where it exists). Preconditions
-first (`seed_plan`): while a claim's precondition is undecided, only the precondition's arms get
-their planned seeds; the comparisons' seeds follow once it holds, and never if it fails (the claim
-is then not tested, whatever the comparisons would show). An arm that only such waiting
-comparisons read is planned 0 seeds: a preset study does not even run its pilot until the
-precondition holds. Their numbers come from the pilot either way, so waiting changes no number,
-only what is run for nothing.
+**The verdict of a claim on one base** (`verdict`, `combine`). Each precondition is measured first
+(a comparison like the others, or a `probe` computed by code: `evals/preconditions.py`), and
+recorded beside the verdict. A precondition that fails makes the claim *not tested* (the setting
+cannot show the claim); one that cannot be decided makes it *inconclusive*; so does a comparison
+that cannot succeed (*not tested*). Otherwise the claim is *reproduced* when each comparison is,
+*not reproduced* when any is at Holm's level across its comparisons (`family`), else
+*inconclusive*. A claim whose evidence cannot come from runs yet (`blocked`) is inconclusive with
+that reason.
 
-**The verdict of a claim.** Each precondition is measured first (a comparison like the others, or
-a `probe` computed by code: `evals/preconditions.py`), and recorded beside the verdict. A
-precondition that fails makes the claim *not tested* (the setting cannot show the claim); one
-that cannot be decided makes it *inconclusive*. Otherwise the claim is *reproduced* when each
-comparison is, *not reproduced* when any is not, else *inconclusive*. A claim whose evidence
-cannot come from runs yet (`blocked`) is inconclusive with that reason. The expected sizes
-(`min_effect`, `margin`) are ours: the papers' effects are on other benchmarks and models, and
-each is set below its paper's effect at the tiny world's scale.
-
-**The second base.** Every claim is also decided on a second, independently built base: the same
-study with the top-level `seed` (the base's SFT seed) set to `SECOND_BASE_SEED`, run by
-`python -m flows.pipeline --study <study>.seed1` (`default.seed1` for the default study's arms)
-and recorded in studies/<study>.seed1/. `on_second_base` renames the claim's arms to that study's
-(`rlme` -> `default.seed1/rlme`, `hint_copier/rlme` -> `hint_copier.seed1/rlme`) and the same
-`verdict` decides it on those runs alone: reports/claims.json's `second_base` (verdict, difference,
-interval, whether it agrees), `not run` until they exist. The two bases are never pooled.
-
-The pipeline runs the plan (flows/pipeline.py): the pilot first (in a preset study, only of the
-arms planned before any run: the waiting ones follow when their claim's preconditions hold), then
-`planned_seeds` for the study's arms, the seeds after the pilot as params `extra_runs`
-(`extra_runs`), asked again until it adds nothing, then the report.
+**The second base and the headline.** Every claim is also decided on a second, independently
+built base: the same study with the top-level `seed` (the base's SFT seed) set to
+`SECOND_BASE_SEED`, run by `python -m flows.pipeline --study <study>.seed1` (`default.seed1` for
+the default study's arms) and recorded in studies/<study>.seed1/. `on_second_base` renames the
+claim's arms to that study's and the same `verdict` decides it on those runs alone:
+reports/claims.json's `second_base` (verdict, difference, interval, whether it agrees), `not run`
+until they exist. The two bases are never pooled. The headline verdict (`headline`, the family
+rule across bases) is the one both give; else inconclusive, the first base's own in `first`.
 
 To add a claim: append an entry to evals/claims.yaml (its arms must be arms of a study;
 tests/test_claims.py checks), and run its arms' pilot seeds through the study; the report then
@@ -79,491 +63,119 @@ says how many more each arm needs.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
-from typing import Literal, NamedTuple, Protocol
+import math
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import asdict, replace
 
 import numpy as np
-import yaml
 
 from core.io import DataError
 from core.paths import run_key
+from evals.claims_plan import _cost, _plan, declared_effect, extra_runs, seed_plan, short_of_plan
+from evals.claims_rule import (
+    Checked,
+    Comparison,
+    Verdict,
+    _comparison_json,
+    _interval_text,
+    _round,
+    _short,
+    combine,
+    decide,
+    family,
+    headline,
+    p_not_reproduced,
+    per_seed,
+)
+from evals.claims_runs import _base_of, _items, _seeded, _Spec, run_value
+from evals.claims_spec import (
+    CLAIMS,
+    DECLARATIONS,
+    DEFAULT_STUDY,
+    FAILS,
+    FAMILY,
+    HOLDS,
+    INCONCLUSIVE,
+    KINDS,
+    MAX_SEEDS,
+    MEASURES,
+    MIN_SEEDS,
+    MIN_SEEDS_PER_RUN,
+    NOT_REPRODUCED,
+    NOT_RUN,
+    NOT_TESTED,
+    PILOT,
+    POWER_SEEDS_CEILING,
+    REPRODUCED,
+    RULE,
+    SECOND_BASE_SEED,
+    TEST_ITEMS,
+    UNDECIDED,
+    VERDICTS,
+    Claim,
+    Family,
+    Pair,
+    Precondition,
+    RunFiles,
+    Runs,
+    finite,
+    is_base,
+    load_claims,
+    load_family,
+    on_second_base,
+    parse_bound,
+    parse_study,
+    second_base_arm,
+    second_base_study,
+    study_of,
+)
 from evals.items import item_scores
 from evals.stats import (
+    BOOTSTRAP_MIN_SEEDS,
     RESAMPLES,
     SEED,
+    Estimate,
     paired_bootstrap,
     permutation_p,
-    power_at,
-    seeds_needed,
+    seed_item_t,
     snap,
+    t_estimate,
     t_interval,
 )
 
-__all__ = ["paired_bootstrap", "t_interval", "permutation_p"]
-
-PILOT = 3                 # seeds every arm runs first; the plan is made from them alone
-MIN_SEEDS = PILOT         # fewest seeds per arm for a per-item comparison
-MIN_SEEDS_PER_RUN = 5     # fewest seeds per arm for a per-run measure (a t-interval)
-MAX_SEEDS = 10            # the default cap on the planned seeds per arm (a claim's `max_seeds`)
-POWER_SEEDS_CEILING = 100  # how far past a cap the rule looks for the seeds 80% power needs
-REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"
-NOT_TESTED = "not tested"
-NOT_RUN = "not run"        # a claim's second-base verdict before any of its arms ran there
-SECOND_BASE_SEED = 1      # the top-level `seed` of the second, independently built base
-DEFAULT_STUDY = "default"  # the default study's name in a second base's study name
-VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_TESTED, INCONCLUSIVE)
-
-# How one run gives the claim's number: its final test evaluation (per item where items.json has
-# the metric), or a per-run scalar from its curves (seeds only).
-# (`run_value` says how each is computed.)
-MEASURES = {
-    "test": "test set",
-    "heldout_drop": "held-out drop, best − final",
-    "train_change": "change over training, last − first quarter",
-    "train_mean": "mean over training's logged steps",
-    "test_rise_fall": "rise then fall on the test curve, the smaller of peak − first and peak − last",
-}
-
-RULE = ("Per item (a test metric scored item by item): paired bootstrap (10,000 resamples, fixed "
-        "seed) of treatment − control over the seeds of each arm and the test items both arms "
-        "scored, 95% percentile interval. Per run (one number per run): Welch t-interval, 95% "
-        "(one-sample against 0 without a control), exact permutation p beside it, never from "
-        "fewer than 5 seeds per arm. `greater` is reproduced when the interval's lower bound is "
-        "above 0 and the difference reaches the expected effect, not reproduced when the upper "
-        "bound is below it (`less` mirrored); `within` is reproduced when the interval lies "
-        "inside ±margin, not reproduced when it lies wholly outside. Seeds per arm: 3 pilot seeds, "
-        "then the number the power rule plans from the pilot alone (80% power at 95%: a normal "
-        "approximation per item, the t-interval's own quantiles per run; capped per claim, and where "
-        "the cap falls short of 80% the power it leaves is shown, with the seeds 80% needs); the "
-        "verdict is computed once on the planned seeds. Preconditions first: a claim's "
-        "comparisons get their planned seeds once its preconditions hold. A failed precondition "
-        "makes a claim not tested; runs from different or stale bases are never pooled.")
-
-
-class Pair(NamedTuple):
-    """One comparison of a claim: treatment against control (None: against 0) and the outcome
-    expected of it."""
-
-    treatment: str
-    control: str | None
-    kind: str
-    min_effect: float = 0.0
-    margin: float = 0.0
-    label: str = ""            # what this half of the claim says, where a claim has several
-    metric: str = ""           # this comparison's metric where it differs from the claim's
-    control_metric: str = ""   # the control's own metric (e.g. the base's arith/maj@k against
-                               # the treatment's arith/pass@1); "" = the treatment's
-
-    def expected(self) -> str:
-        """The expected outcome in words, e.g. `≥ +0.05` or `within ±0.10`."""
-        if self.kind == "within":
-            return f"within ±{self.margin:.2f}"
-        return f"≥ +{self.min_effect:.2f}" if self.kind == "greater" else f"≤ −{self.min_effect:.2f}"
-
-
-@dataclass(frozen=True)
-class Precondition:
-    """What the claim's setting must show before the claim can be tested there: a comparison of
-    runs (treatment, control, metric, measure, kind, min_effect / margin), or a `probe`
-    (`module:function` returning {"value", "holds", "detail"}, computed from code and the world,
-    not from runs)."""
-
-    what: str
-    treatment: str = ""
-    control: str | None = None
-    metric: str = ""
-    measure: str = "test"
-    kind: str = "greater"
-    min_effect: float = 0.0
-    margin: float = 0.0
-    probe: str = ""
-    min_seeds: int = PILOT     # a setting's fact (e.g. "the filter never fires") needs only the pilot
-
-    def __post_init__(self) -> None:
-        if bool(self.probe) == bool(self.treatment):
-            raise ValueError(f"precondition {self.what!r}: give either a probe or a treatment arm")
-        if self.treatment and (not self.metric or self.measure not in MEASURES
-                               or self.kind not in ("greater", "less", "within")):
-            raise ValueError(f"precondition {self.what!r}: needs a metric, a measure of "
-                             f"{list(MEASURES)} and a kind greater/less/within")
-
-
-@dataclass(frozen=True)
-class Claim:
-    """One paper's claim, as the lab tests it."""
-
-    id: str
-    paper: str                                   # the lab's paper number, e.g. "000"
-    figure: str                                  # e.g. "Fig. 2", "Table 3"
-    statement: str                               # one line
-    comparisons: tuple                           # Pair (or (treatment, control) / a mapping: normalized)
-    metric: str                                  # `<benchmark>/<metric>` or a curve's column
-    kind: Literal["greater", "less", "within"]   # the default of each comparison
-    min_effect: float = 0.0                      # greater / less: the expected size
-    margin: float = 0.0                          # within: the tolerance
-    measure: str = "test"                        # a key of MEASURES
-    blocked: str = ""                            # why no run can decide it yet (verdict: inconclusive)
-    setting: str = ""                            # the paper's setting and ours, one line
-    preconditions: tuple = ()                    # Precondition (or mappings: normalized)
-    max_seeds: int = MAX_SEEDS                   # the power rule's cap on seeds per arm
-
-    def __post_init__(self) -> None:
-        if self.kind not in ("greater", "less", "within"):
-            raise ValueError(f"claim {self.id}: kind {self.kind!r} is not greater, less or within")
-        if self.measure not in MEASURES:
-            raise ValueError(f"claim {self.id}: measure {self.measure!r} is not one of {list(MEASURES)}")
-        if not self.comparisons:
-            raise ValueError(f"claim {self.id}: comparisons must be (treatment, control) pairs")
-        pairs = []
-        for c in self.comparisons:
-            if isinstance(c, Pair):
-                pairs.append(c)
-            elif isinstance(c, Mapping):
-                spec = {"kind": self.kind, "min_effect": self.min_effect, "margin": self.margin,
-                        "control": None, **c}
-                unknown = set(spec) - set(Pair._fields)
-                if unknown or "treatment" not in spec:
-                    raise ValueError(f"claim {self.id}: a comparison needs `treatment` and may set "
-                                     f"{list(Pair._fields[1:])}; got {sorted(c)}")
-                pairs.append(Pair(**spec))
-            elif isinstance(c, (tuple, list)) and len(c) == 2:
-                pairs.append(Pair(c[0], c[1], self.kind, self.min_effect, self.margin))
-            else:
-                raise ValueError(f"claim {self.id}: comparisons must be (treatment, control) pairs")
-        for p in pairs:
-            if p.kind not in ("greater", "less", "within"):
-                raise ValueError(f"claim {self.id}: kind {p.kind!r} is not greater, less or within")
-            if p.kind == "within" and p.margin <= 0:
-                raise ValueError(f"claim {self.id}: a `within` claim needs a margin > 0")
-        object.__setattr__(self, "comparisons", tuple(pairs))
-        pre = tuple(p if isinstance(p, Precondition) else Precondition(**p) for p in self.preconditions)
-        object.__setattr__(self, "preconditions", pre)
-        if self.max_seeds < PILOT:
-            raise ValueError(f"claim {self.id}: max_seeds must be at least the {PILOT} pilot seeds")
-
-    @property
-    def arms(self) -> list[str]:
-        """Every arm the claim's comparisons need, in order of first mention."""
-        return list(dict.fromkeys(a for p in self.comparisons for a in (p.treatment, p.control) if a))
-
-    @property
-    def precondition_arms(self) -> list[str]:
-        """The arms its preconditions read (a study's base among them)."""
-        return list(dict.fromkeys(a for p in self.preconditions for a in (p.treatment, p.control) if a))
-
-    def expected(self) -> str:
-        """The expected outcome in words (each comparison's, where they differ)."""
-        words = list(dict.fromkeys(p.expected() for p in self.comparisons))
-        return "; ".join(words)
-
-
-DECLARATIONS = Path(__file__).with_name("claims.yaml")
-
-
-def load_claims(path: Path = DECLARATIONS) -> tuple[Claim, ...]:
-    """The claims declared in `path` (evals/claims.yaml); a malformed entry fails with one line
-    naming it."""
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as e:
-        raise DataError(f"{path}: cannot read the claims: {e}") from e
-    if not isinstance(raw, list):
-        raise DataError(f"{path}: expected a list of claims")
-    claims = []
-    for i, entry in enumerate(raw):
-        try:
-            fields = dict(entry)
-            fields["comparisons"] = tuple(fields["comparisons"])
-            fields["preconditions"] = tuple(fields.get("preconditions") or ())
-            claims.append(Claim(**fields))
-        except (TypeError, KeyError, ValueError) as e:
-            name = entry.get("id", f"#{i}") if isinstance(entry, dict) else f"#{i}"
-            raise DataError(f"{path}: claim {name}: {e}") from e
-    if len({c.id for c in claims}) != len(claims):
-        raise DataError(f"{path}: two claims share an id")
-    return tuple(claims)
-
-
-CLAIMS = load_claims()
-
-
-class RunFiles(Protocol):
-    """What one run left on disk (flows.report_collect.RunData): parsed JSON, None if absent;
-    `base` the base it started from and `stale` why it is not a run of the current base ("" when
-    it is), as `evals/lineage.py` reads them."""
-
-    metrics: dict | None
-    train: list[dict]
-    heldout: list[dict]
-    items: dict | None
-    test: list[dict]
-
-
-Runs = Mapping[str, Mapping[int | None, RunFiles]]
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """One comparison of a claim (or of a precondition) and its verdict."""
-
-    treatment: str
-    control: str | None
-    seeds: dict[str, int]              # arm -> seeds found with the metric (current base)
-    difference: float | None           # treatment − control (or treatment, without a control)
-    low: float | None                  # 95% interval
-    high: float | None
-    basis: str                         # what was resampled, and which seeds
-    verdict: str
-    reason: str
-    test: str = ""                     # "paired bootstrap" or "Welch t-interval"
-    p: float | None = None             # the exact permutation p (per-run measures)
-    plan: dict = field(default_factory=dict)   # the power rule's plan from the pilot
-    needs: str = ""                    # what a decision would need, when undecided
-    expected: str = ""
-    label: str = ""
-    base: str = ""                     # the base every run of the comparison started from
-    values: dict[str, dict[int, float]] = field(default_factory=dict)  # per-run measures: arm -> seed -> value
-
-
-@dataclass(frozen=True)
-class Checked:
-    """A precondition, measured: holds, fails or undecided, with its numbers."""
-
-    what: str
-    status: str                        # "holds", "fails", "undecided"
-    detail: str
-    comparison: Comparison | None = None
-    value: float | None = None
-
-
-HOLDS, FAILS, UNDECIDED = "holds", "fails", "undecided"
-
-
-@dataclass(frozen=True)
-class Verdict:
-    claim: Claim
-    comparisons: tuple[Comparison, ...]
-    verdict: str
-    reason: str
-    preconditions: tuple[Checked, ...] = ()
-    needs: str = ""
-    second: dict = field(default_factory=dict)   # the same claim on the second base (`second_base`)
-
-    def as_json(self) -> dict:
-        c = self.claim
-        return {"id": c.id, "paper": c.paper, "figure": c.figure, "statement": c.statement,
-                "setting": c.setting, "metric": c.metric, "measure": c.measure, "kind": c.kind,
-                "min_effect": c.min_effect, "margin": c.margin, "expected": c.expected(),
-                "max_seeds": c.max_seeds, "verdict": self.verdict, "reason": self.reason,
-                "needs": self.needs,
-                "preconditions": [{"what": p.what, "status": p.status, "detail": p.detail,
-                                   "value": _round(p.value),
-                                   "comparison": _comparison_json(p.comparison)}
-                                  for p in self.preconditions],
-                "comparisons": [_comparison_json(x) for x in self.comparisons],
-                "second_base": self.second or {"verdict": NOT_RUN}}
-
-
-def _comparison_json(x: Comparison | None) -> dict | None:
-    if x is None:
-        return None
-    return {**asdict(x), **{k: _round(getattr(x, k)) for k in ("difference", "low", "high", "p")}}
-
-
-def _round(x: float | None) -> float | None:
-    return None if x is None else round(snap(x), 4)
-
-
-# ------------------------------------------------------------------------------ the statistics
-
-def decide(rule, difference: float, low: float, high: float) -> tuple[str, str]:
-    """(verdict, reason) of one comparison's difference and interval under its rule (a Pair, or
-    anything with kind, min_effect and margin: a Claim, a Precondition).
-
-    >>> c = Claim("x", "000", "Fig. 1", "s", (("a", "b"),), "m", "greater", min_effect=0.05)
-    >>> decide(c, 0.10, 0.06, 0.14)[0], decide(c, 0.01, -0.02, 0.04)[0], decide(c, 0.04, 0.01, 0.07)[0]
-    ('reproduced', 'not reproduced', 'inconclusive')
-    """
-    if rule.kind == "within":
-        m = rule.margin
-        if -m <= low and high <= m:
-            return REPRODUCED, f"interval inside ±{m:.2f}"
-        if high < -m or low > m:
-            return NOT_REPRODUCED, f"interval wholly outside ±{m:.2f}"
-        return INCONCLUSIVE, f"interval overlaps the edge of ±{m:.2f}"
-    sign = 1.0 if rule.kind == "greater" else -1.0  # `less` is `greater` on the negated difference
-    d, lo, hi = sign * difference, *sorted((sign * low, sign * high))
-    effect = f"{'+' if sign > 0 else '−'}{rule.min_effect:.2f}"
-    side = "above" if sign > 0 else "below"
-    if lo > 0 and d >= rule.min_effect:
-        return REPRODUCED, f"interval {side} 0 and the difference reaches {effect}"
-    if hi < rule.min_effect:
-        return NOT_REPRODUCED, f"the interval excludes {effect}"
-    if lo <= 0:
-        return INCONCLUSIVE, "the interval includes 0"
-    return INCONCLUSIVE, f"interval {side} 0 but the difference is short of {effect}"
-
-
-def gap(rule, difference: float) -> float:
-    """How far the difference stands from the bound its likely verdict needs the interval to
-    clear (the power rule's effect): 0 for `greater` when it reaches min_effect (the lower bound
-    must clear 0), else min_effect (the upper bound must fall below it); the margin for `within`.
-
-    >>> r = Pair("a", "b", "greater", min_effect=0.05)
-    >>> gap(r, 0.08), round(gap(r, 0.02), 3), round(gap(Pair("a", "b", "within", margin=0.1), -0.23), 3)
-    (0.08, 0.03, 0.13)
-    """
-    if rule.kind == "within":
-        return abs(rule.margin - abs(difference))
-    d = difference if rule.kind == "greater" else -difference
-    return d if d >= rule.min_effect else rule.min_effect - d
-
-
-# ------------------------------------------------------------------------------ reading the runs
-
-def _finite(v) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v):
-        return None
-    return float(v)
-
-
-def _curve(rows: Sequence[dict], key: str) -> list[float]:
-    """The finite values of `key` in step order."""
-    pts = sorted((s, v) for r in rows if isinstance(r, dict)
-                 and (s := _finite(r.get("step"))) is not None and (v := _finite(r.get(key))) is not None)
-    return [v for _, v in pts]
-
-
-class _Spec(NamedTuple):
-    """What a comparison reads: the metric and how one run gives it."""
-
-    metric: str
-    measure: str
-
-
-def run_value(run: RunFiles, claim) -> float | None:
-    """The run's number for the claim (None if its files lack it).
-
-    `test`: the metric in metrics.json. `heldout_drop`: the best value of the held-out curve minus
-    its last. `train_mean`: the mean of the training curve's logged steps. `train_change`: the
-    mean of the last quarter of the training curve's logged steps minus the mean of the first
-    quarter (at least one step each; 2 points needed). `test_rise_fall`: on the test split
-    evaluated at each checkpoint (test.json, the curve the independent collapse label reads and no
-    alarm does; flows/alarms.py), how far the curve rose above its first point (the base) AND then
-    fell below its peak: min(peak − first, peak − last). At least the label's DELTA (0.10) when the
-    run improved and then collapsed; near 0 for a run that never improved (it only fell) and for
-    one that kept its gain.
-    """
-    if claim.measure == "test":
-        return _finite((run.metrics or {}).get(claim.metric))
-    source = {"heldout_drop": run.heldout, "test_rise_fall": getattr(run, "test", None) or []}
-    values = _curve(source.get(claim.measure, run.train), claim.metric)
-    if len(values) < 2:
-        return None
-    if claim.measure == "heldout_drop":
-        return max(values) - values[-1]
-    if claim.measure == "test_rise_fall":
-        return min(max(values) - values[0], max(values) - values[-1])
-    if claim.measure == "train_mean":
-        return float(np.mean(values))
-    q = max(1, len(values) // 4)
-    return float(np.mean(values[-q:]) - np.mean(values[:q]))
-
-
-def is_base(arm: str) -> bool:
-    """`base` or `<preset>/base`: a study's base, evaluated once (no seeds)."""
-    return arm.rpartition("/")[2] == "base"
-
-
-def _seeded(runs: Runs, arm: str, spec, notes: list[str]) -> dict[int, RunFiles]:
-    """The arm's runs of the current base (by seed; a base's one evaluation as seed 0) that give
-    the comparison a number; stale runs are left out with a note."""
-    out = {}
-    for s, r in runs.get(arm, {}).items():
-        if (s is None) != is_base(arm):
-            continue
-        stale = getattr(r, "stale", "")
-        if stale:
-            note = f"{run_key(arm, s) if s is not None else arm}: left out, {stale}"
-            if note not in notes:
-                notes.append(note)
-            continue
-        if run_value(r, spec) is not None:
-            out[0 if s is None else s] = r
-    return out
-
-
-def _items(arm_runs: dict[str, dict[int, RunFiles]], keys: Mapping[str, str], notes: list[str]
-           ) -> tuple[dict[tuple[str, int], dict[str, float]], list[str]]:
-    """Per-item scores (of each arm's metric, `keys`) of every run that has them, and the runs that
-    do not (missing or malformed: noted once per file)."""
-    found, lacking = {}, []
-    for arm, seeds in arm_runs.items():
-        for seed, run in seeds.items():
-            name = arm if is_base(arm) else run_key(arm, seed)
-            where = f"data/eval/{name}/items.json"
-            try:
-                scores = None if run.items is None else item_scores(run.items, keys[arm], where)
-            except DataError as e:
-                if str(e) not in notes:
-                    notes.append(f"{e}; skipped, its comparisons use seeds only")
-                scores = None
-            if scores:
-                found[(arm, seed)] = scores
-            else:
-                lacking.append(name)
-    return found, lacking
-
-
-def _seconds(runs: Sequence[RunFiles]) -> tuple[float | None, str]:
-    """Mean wall seconds of one run of an arm from the committed stage times (the evaluation's
-    `eval_seconds`, the training's `train_seconds` where run.json records it, else its study's
-    stage times), and what it covers."""
-    evals = [v for r in runs if (v := _finite((r.metrics or {}).get("eval_seconds"))) is not None]
-    trains = [v for r in runs
-              if (v := _finite((getattr(r, "summary", None) or {}).get("train_seconds"))
-                  or _finite(getattr(r, "train_seconds", None))) is not None]
-    if not evals and not trains:
-        return None, "no stage time recorded"
-    total = (float(np.mean(trains)) if trains else 0.0) + (float(np.mean(evals)) if evals else 0.0)
-    covers = "train + evaluate" if trains and evals else "train only" if trains else "evaluate only"
-    return total, covers
-
-
-def _hours(seconds: float) -> str:
-    """`0.5 CPU-h`, `12 CPU-h`.
-
-    >>> _hours(1800), _hours(43200.0)
-    ('0.5 CPU-h', '12 CPU-h')
-    """
-    h = seconds / 3600
-    return f"{h:.1f} CPU-h" if h < 10 else f"{h:.0f} CPU-h"
-
-
-def _base_of(arm_runs: Mapping[str, Mapping[int, RunFiles]]) -> tuple[str, list[str]]:
-    """The one base every run stands on (`""` when unrecorded), or the list of bases found."""
-    bases = sorted({getattr(r, "base", "") or "" for runs in arm_runs.values() for r in runs.values()})
-    return (bases[0] if len(bases) == 1 else ""), bases
+# What the report, the pipeline and the tests read from `evals.claims`: the declarations and the
+# plan live in their own modules and are re-exported here.
+__all__ = [
+    "BOOTSTRAP_MIN_SEEDS", "CLAIMS", "_comparison_json", "DECLARATIONS", "DEFAULT_STUDY", "FAILS", "FAMILY", "HOLDS",
+    "INCONCLUSIVE", "KINDS", "MAX_SEEDS", "MEASURES", "MIN_SEEDS", "MIN_SEEDS_PER_RUN",
+    "NOT_REPRODUCED", "NOT_RUN", "NOT_TESTED", "PILOT", "POWER_SEEDS_CEILING", "REPRODUCED", "RULE",
+    "SECOND_BASE_SEED", "TEST_ITEMS", "UNDECIDED", "VERDICTS", "Checked", "Claim", "Comparison",
+    "Family", "Pair", "Precondition", "RunFiles", "Runs", "Verdict", "check", "claims_json",
+    "combine", "compare", "decide", "declared_effect", "extra_runs", "family", "headline",
+    "is_base", "load_claims", "load_family", "on_second_base", "p_not_reproduced",
+    "paired_bootstrap", "parse_bound", "parse_study", "per_seed", "permutation_p", "plan_cost",
+    "planned_seeds", "run_value", "second_base", "second_base_arm", "second_base_study",
+    "seed_plan", "short_of_plan", "study_claims", "study_of", "t_interval", "verdict", "verdicts",
+]
 
 
 def compare(runs: Runs, claim: Claim, treatment: str, control: str | None, notes: list[str],
-            resamples: int = RESAMPLES, seed: int = SEED, rule=None, spec=None,
+            resamples: int = RESAMPLES, seed: int = SEED, rule: Pair | None = None,
+            spec: _Spec | None = None,
             min_per_run: int = MIN_SEEDS_PER_RUN) -> Comparison:
     """One comparison (of a claim, or of a precondition with `rule` and `spec`), read from the
     runs, planned from the pilot seeds and decided once on the planned seeds."""
     rule = rule or next((p for p in claim.comparisons if (p.treatment, p.control) == (treatment, control)),
                         Pair(treatment, control, claim.kind, claim.min_effect, claim.margin))
-    spec = spec or _Spec(getattr(rule, "metric", "") or claim.metric, claim.measure)
+    spec = spec or _Spec(rule.metric or claim.metric, claim.measure)
     arms = [a for a in (treatment, control) if a is not None]
-    expected, label = rule.expected(), getattr(rule, "label", "")
+    expected, label = rule.expected(), rule.label
     if claim.blocked:  # the runs found, for the record; no number is read from them
         found = {arm: sum(s is not None for s in runs.get(arm, {})) for arm in arms}
         return Comparison(treatment, control, found, None, None, None, "", INCONCLUSIVE, claim.blocked,
                           expected=expected, label=label)
     specs = {arm: spec for arm in arms}
-    if control is not None and getattr(rule, "control_metric", ""):
+    if control is not None and rule.control_metric:
         specs[control] = spec._replace(metric=rule.control_metric)
     arm_runs = {arm: _seeded(runs, arm, specs[arm], notes) for arm in arms}
     seeds = {arm: len(r) for arm, r in arm_runs.items()}
@@ -603,11 +215,23 @@ def compare(runs: Runs, claim: Claim, treatment: str, control: str | None, notes
                  if short else [])
                 + [f"an evaluation of {a} that records {specs[a].metric}" for a in missing]))
 
+    if per_run and any(is_base(a) for a in arms):
+        # One number per run against one draw of the base: nothing measures that draw's noise
+        # (per item, the items do: `evals.stats.variance_parts`).
+        return result(INCONCLUSIVE, "a per-run number against the base evaluated once: one draw, "
+                      "whose spread no run measures", plan={"seeds": PILOT},
+                      needs="per-item scores of the base's evaluation, or the base evaluated with "
+                            "sampling seeds")
     common: list[str] = []
     if not per_run:
         common = sorted(set.intersection(*(set(s) for s in per_item.values())))
         if not common:
             return result(INCONCLUSIVE, "no test item is scored in every run of both arms")
+        if rule.bound:
+            reach = _reachable(rule, arm_runs, pilot, common, per_item, treatment, control, notes)
+            if reach:
+                return result(NOT_TESTED, reach, plan={"seeds": PILOT},
+                              basis=f"{len(common)} items paired by id (the pilot)")
 
     def arrays(chosen: Mapping[str, Sequence[int]]) -> list[np.ndarray]:
         if per_run:
@@ -619,7 +243,11 @@ def compare(runs: Runs, claim: Claim, treatment: str, control: str | None, notes
     chosen = {a: sorted(r)[:1 if is_base(a) else want] for a, r in arm_runs.items()}
     behind = {a: want for a in arms if not is_base(a) and seeds[a] < want}
     extra = sum(max(0, seeds[a] - want) for a in arms if not is_base(a))
-    test = "Welch t-interval" if per_run else "paired bootstrap"
+    # The percentile bootstrap only where its seed level is sound (`evals.stats`): many seeds in
+    # both arms, none a base evaluated once. Under today's caps, never.
+    boot = (not per_run and control is not None and not any(is_base(a) for a in arms)
+            and want >= BOOTSTRAP_MIN_SEEDS)
+    test = "Welch t-interval" if per_run else "paired bootstrap" if boot else TEST_ITEMS
     # A per-run measure's numbers, seed by seed (the seeds the verdict reads): a reviewer sees
     # how many runs show the effect, not only their mean.
     values = {a: {s: _round(run_value(arm_runs[a][s], specs[a])) for s in chosen[a]}
@@ -634,119 +262,91 @@ def compare(runs: Runs, claim: Claim, treatment: str, control: str | None, notes
                  + (f" (common to every run; up to {most} per run)" if len(common) < most else ""))
     if extra:
         basis += f"; {extra} run{'s' * (extra != 1)} beyond the planned {want} seeds per arm left out"
+    capped = "beyond" in plan  # the cap, not the power rule, set the seeds
     if behind:
         cost = _cost(arm_runs, behind, runs)
         # A plan at the cap is run all the same (the verdict is computed once, on the planned
         # seeds), but a reader is told the odds: the rule wanted more than the cap allows.
-        short_of_power = "beyond" in plan
         need = (f"{want} seeds per arm (" + ", ".join(f"{a} has {seeds[a]}" for a in behind) + ")"
                 + (f", {cost}" if cost else "")
-                + (f"; the power rule wants {plan['beyond']}" if short_of_power else ""))
-        return result(INCONCLUSIVE, f"{want} seeds per arm needed (the power rule, from the pilot"
-                      + (f"; the cap, where its power is {plan['power']:.0%}" if short_of_power else "")
-                      + ")",
+                + (f"; the power rule wants {plan['beyond']}" if capped else ""))
+        odds = ("" if not capped else f"; the cap, where its power is {plan['power']:.0%}"
+                if plan.get("power") is not None else "; the cap: no declared effect to plan from")
+        return result(INCONCLUSIVE, f"{want} seeds per arm needed (the power rule, from the pilot{odds})",
                       basis=basis, plan=plan, needs=need, test=test, values=values)
     t, c = arrays(chosen) if control is not None else (arrays(chosen)[0], None)
     p = None
     if per_run:
         tv, cv = t[:, 0], None if c is None else c[:, 0]
-        diff, lo, hi = t_interval(tv, cv)
+        e = t_estimate(tv, cv)
         alt = {"greater": "greater", "less": "less"}.get(rule.kind, "two-sided")
         p = permutation_p(tv, cv, alt) if cv is None or len(cv) > 1 else None
+    elif boot and c is not None:
+        d, lo, hi = paired_bootstrap(t, c, resamples, seed)
+        # Holm reads a p-value: a normal one from the interval's width (sound where the
+        # bootstrap is used, at many seeds).
+        e = Estimate(d, lo, hi, snap((hi - lo) / (2 * 1.959963984540054)), float("inf"))
     else:
-        diff, lo, hi = paired_bootstrap(t, np.zeros((1, t.shape[1])) if c is None else c, resamples, seed)
-    verdict, reason = decide(rule, diff, lo, hi)
+        e = seed_item_t(t, c)
+    verdict, reason = decide(rule, e.difference, e.low, e.high)
+    side = "below" if e.high < 0 else "above" if e.low > 0 else ""
+    if verdict == INCONCLUSIVE and rule.kind == "within" and side:
+        reason = (f"{_short(treatment)} {side} {_short(control) if control else '0'} (the interval "
+                  f"excludes 0); the ±{rule.margin:.2f} margin undecided")
     needs = ""
     if verdict == INCONCLUSIVE:
-        reason += f" at the planned {want} seeds per arm"
+        reason += (f" at the declared cap of {want} seeds per arm" if capped
+                   else f" at the planned {want} seeds per arm")
         needs = plan.get("beyond", "")
         if plan.get("power_seeds"):  # what a cap raised to 80% power would run, and its cost
             cost = _cost(arm_runs, {a: plan["power_seeds"] for a in arms if not is_base(a)}, runs)
             needs += f"; at {plan['power_seeds']} seeds per arm: {cost}" if cost else ""
-    return result(verdict, reason, diff=diff, lo=lo, hi=hi, basis=basis, plan=plan, needs=needs,
-                  test=test, p=p, values=values)
+    return result(verdict, reason, diff=e.difference, lo=e.low, hi=e.high, basis=basis, plan=plan,
+                  needs=needs, test=test, p=p, values=values, se=e.se,
+                  df=None if math.isinf(e.df) else e.df, side=side)
 
 
-def _plan(rule, pilot: Sequence[np.ndarray], per_run: bool, minimum: int, cap: int,
-          items: int) -> dict:
-    """The power rule on the pilot's arrays (each (seeds, items); a base has one row): the seeds
-    per arm to run, the items a decision would need if more than today's, and why."""
-    t = pilot[0]
-    c = pilot[1] if len(pilot) > 1 else np.zeros((1, t.shape[1]))
-    diff = float(t.mean() - c.mean())
-    arm_vars = [float(x.mean(axis=1).var(ddof=1)) for x in (t, c) if x.shape[0] > 1]
-    seed_var = sum(arm_vars)
-    item_var = 0.0 if per_run or t.shape[1] < 2 else float((t.mean(axis=0) - c.mean(axis=0)).var(ddof=1))
-    g = gap(rule, diff)
-    n, m = seeds_needed(g, seed_var, item_var, items, cap=cap, minimum=minimum,
-                        arm_vars=arm_vars if per_run else None)
-    plan = {"pilot_difference": round(snap(diff), 4), "gap": round(snap(g), 4),
-            "seed_var": round(snap(seed_var), 6), "item_var": round(snap(item_var), 6)}
-    # What the cap can still expect, when the rule wanted more (the odds a reader weighs
-    # before spending the planned runs): at today's items.
-    power = round(power_at(g, seed_var, cap, item_var, items, arm_vars if per_run else None), 2)
-    if n is None:
-        return {**plan, "seeds": cap, "items": None, "power": power, **_past_cap(
-            g, seed_var, item_var, items, minimum, arm_vars if per_run else None,
-            f"more than the cap of {cap} seeds per arm"
-            + ("" if per_run else " even with more items")  # a per-run number has no items
-            + f" (the pilot's difference is {g:.3f} from the bound it must clear;"
-            + f" at the cap its power is {power:.0%}")}
-    plan.update(seeds=n, items=m)
-    if m is not None and m > items:
-        plan.update(power=power, **_past_cap(
-            g, seed_var, item_var, items, minimum, None,
-            f"{m} test items per run (today {items}) at {cap} seeds per arm"
-            f" (with today's items its power is {power:.0%}"))
-    return plan
-
-
-def _past_cap(g: float, seed_var: float, item_var: float, items: int, minimum: int,
-              arm_vars: list[float] | None, beyond: str) -> dict:
-    """`beyond` closed with the seeds per arm that 80% power needs at today's items, were the cap
-    higher (`power_seeds`; None past POWER_SEEDS_CEILING): what raising a cap would cost, for the
-    one who sets caps, and only ever declared before the runs it would add (the plan-first rule)."""
-    n, m = seeds_needed(g, seed_var, item_var, items, cap=POWER_SEEDS_CEILING, minimum=minimum,
-                        arm_vars=arm_vars)
-    if n is None or m is not None:  # seeds alone cannot, even at the ceiling
-        return {"power_seeds": None,
-                "beyond": f"{beyond}; 80% needs more than {POWER_SEEDS_CEILING} seeds per arm)"}
-    return {"power_seeds": n, "beyond": f"{beyond}; 80% needs {n} seeds per arm)"}
-
-
-def _cost(arm_runs: Mapping[str, Mapping[int, RunFiles]], want: Mapping[str, int],
-          runs: Runs | None = None) -> str:
-    """`6 more runs, about 1.5 CPU-h (train + evaluate, committed stage times)`, or the runs alone.
-    An arm of another study with no stage time of its own (a second base's arm not yet run)
-    costs what the same method's runs of the default study cost (`runs`: every run read)."""
-    more = {a: max(0, n - len(arm_runs.get(a, {}))) for a, n in want.items()}
-    total_runs = sum(more.values())
-    if not total_runs:
+def _reachable(rule, arm_runs: Mapping[str, Mapping[int, RunFiles]], pilot: Mapping[str, Sequence[int]],
+               common: Sequence[str], per_item: Mapping[tuple[str, int], Mapping[str, float]],
+               treatment: str, control: str | None, notes: list[str]) -> str:
+    """Why the comparison cannot succeed on this base, or "": its declared `bound` (the most the
+    treatment's metric can reach, item by item, read from the pilot's own per-item scores)
+    minus the control's mean leaves less than the expected effect. r3_resists_dilution's kind:
+    the gap R3 − average probability of a test row is at most 1 − the average probability's
+    correlation there, so a base whose average probability already tracks correctness leaves no
+    room for the gap to reach min_effect, whatever R3 does."""
+    const, metric, sign = parse_bound(rule.bound)
+    rows: dict[str, list[float]] = {}
+    for s in pilot[treatment]:
+        run = arm_runs[treatment][s]
+        name = treatment if is_base(treatment) else run_key(treatment, s)
+        scores: dict[str, float] = {}
+        if metric:
+            try:
+                scores = (item_scores(run.items, metric, f"data/eval/{name}/items.json") if run.items
+                          else None) or {}
+            except DataError as e:
+                notes.append(f"{e}; its bound is not read")
+                return ""
+            if not scores:
+                return ""
+        for i in common:
+            if metric and i not in scores:
+                continue
+            rows.setdefault(i, []).append(const + sign * scores.get(i, 0.0))
+    if not rows:
         return ""
-    seconds, covers, borrowed = 0.0, set(), False
-    for a, k in more.items():
-        if not k:
-            continue
-        s, what = _seconds(list(arm_runs.get(a, {}).values()))
-        if s is None and runs and "/" in a:
-            s, what = _seconds([r for seed, r in runs.get(a.split("/", 1)[1], {}).items() if seed is not None])
-            borrowed = borrowed or s is not None
-        if s is None:
-            covers.add("some arms without a recorded stage time")
-            continue
-        seconds += s * k
-        covers.add(what)
-    runs_ = f"{total_runs} more run{'s' * (total_runs != 1)}"
-    # An estimate, said so: another study's runs of the method (often on another machine).
-    borrowed_ = "; an arm with none of its own: its method's runs in the default study" if borrowed else ""
-    if not seconds:
-        return f"{runs_}; cost unknown (no committed stage time)"
-    if covers == {"evaluate only"}:
-        return (f"{runs_}, at least {_hours(seconds)} (their evaluations alone: no training time is "
-                f"committed{borrowed_})")
-    # A part of the cost unrecorded (no training time, or an arm with none) makes it a lower bound.
-    bound = "about" if covers == {"train + evaluate"} else "at least"
-    return f"{runs_}, {bound} {_hours(seconds)} ({', '.join(sorted(covers))}: committed stage times{borrowed_})"
+    ceiling = float(np.mean([np.mean(v) for v in rows.values()]))
+    floor = 0.0 if control is None else float(np.mean([
+        np.mean([per_item[(control, s)][i] for i in rows]) for s in pilot[control]]))
+    direction = 1.0 if rule.kind == "greater" else -1.0
+    reach = direction * (ceiling - floor)
+    if reach >= rule.min_effect:
+        return ""
+    effect = f"{'+' if direction > 0 else '−'}{rule.min_effect:.2f}"
+    return (f"the test cannot succeed on this base: the difference can reach at most "
+            f"{direction * reach:+.3f} ({rule.bound}, mean over {len(rows)} items"
+            + (f", less {_short(control)}'s mean" if control else "") + f"), short of {effect}")
 
 
 def check(runs: Runs, claim: Claim, pre: Precondition, notes: list[str], resamples: int = RESAMPLES,
@@ -759,10 +359,13 @@ def check(runs: Runs, claim: Claim, pre: Precondition, notes: list[str], resampl
         except Exception as e:  # noqa: BLE001 - a probe that cannot run is undecided, with why
             return Checked(pre.what, UNDECIDED, f"probe {pre.probe} failed: {type(e).__name__}: {e}")
         status = {True: HOLDS, False: FAILS}.get(out.get("holds"), UNDECIDED)
-        return Checked(pre.what, status, str(out.get("detail", "")), value=_finite(out.get("value")))
+        return Checked(pre.what, status, str(out.get("detail", "")), value=finite(out.get("value")))
+    # A per-run precondition is decided like any per-run number: at MIN_SEEDS_PER_RUN seeds or
+    # more (at 3 the t-interval's 2 degrees of freedom make it 4.30 standard errors wide and the
+    # exact test cannot go below p = 0.125 one-sided against 0); fewer: undecided, seeds needed.
     x = compare(runs, claim, pre.treatment, pre.control, notes, resamples, seed,
                 rule=Pair(pre.treatment, pre.control, pre.kind, pre.min_effect, pre.margin),
-                spec=_Spec(pre.metric, pre.measure), min_per_run=pre.min_seeds)
+                spec=_Spec(pre.metric, pre.measure))
     status = {REPRODUCED: HOLDS, NOT_REPRODUCED: FAILS}.get(x.verdict, UNDECIDED)
     if not any(x.seeds.values()):
         detail = f"not measured: no run of {', '.join(x.seeds)} records {pre.metric}"
@@ -771,152 +374,35 @@ def check(runs: Runs, claim: Claim, pre: Precondition, notes: list[str], resampl
     return Checked(pre.what, status, detail, x)
 
 
-def _interval_text(x: Comparison) -> str:
-    arms = x.treatment + (f" − {x.control}" if x.control else "")
-    seeds = per_seed(x)
-    if x.difference is None:
-        return arms + (f" ({seeds})" if seeds else "")
-    return f"{arms} {x.difference:+.3f} [{x.low:+.3f}, {x.high:+.3f}]" + (f" ({seeds})" if seeds else "")
-
-
-def per_seed(x: Comparison) -> str:
-    """A per-run measure's values seed by seed, and how many lie on the expected side of 0:
-    `per seed +0.134 +0.221 -0.013; 2 of 3 above 0` ('' for a per-item comparison).
-
-    >>> per_seed(Comparison("t", None, {"t": 3}, None, None, None, "", "inconclusive", "",
-    ...     values={"t": {0: 0.134, 1: 0.221, 2: -0.013}}))
-    'per seed +0.134 +0.221 -0.013; 2 of 3 above 0'
-    """
-    parts = []
-    for arm, by_seed in x.values.items():
-        vals = [v for _, v in sorted(by_seed.items()) if v is not None]
-        if not vals:
-            continue
-        above = sum(v > 0 for v in vals)
-        name = f"{arm}: " if x.control else ""
-        parts.append(f"{name}per seed " + " ".join(f"{v:+.3f}" for v in vals)
-                     + ("" if x.control else f"; {above} of {len(vals)} above 0"))
-    return "; ".join(parts)
-
-
-def combine(claim: Claim, comparisons: Sequence[Comparison], checked: Sequence[Checked] = ()) -> Verdict:
-    """Preconditions first (one failed: not tested; one undecided: inconclusive); then the claim
-    holds when each comparison does, fails when any fails, else is inconclusive."""
-    failed = [c for c in comparisons if c.verdict == NOT_REPRODUCED]
-    open_ = [c for c in comparisons if c.verdict == INCONCLUSIVE]
-    several = len(comparisons) > 1
-
-    def why(cs: Sequence[Comparison]) -> str:
-        reasons = list(dict.fromkeys((f"{c.treatment} vs {c.control or '0'}: " if several else "")
-                                     + c.reason for c in cs))
-        return "; ".join(reasons)
-
-    def needs(cs: Sequence[Comparison]) -> str:
-        return "; ".join(dict.fromkeys(((f"{c.treatment} vs {c.control or '0'}: " if several else "")
-                                        + c.needs) for c in cs if c.needs))
-
-    pre_failed = [p for p in checked if p.status == FAILS]
-    pre_open = [p for p in checked if p.status == UNDECIDED]
-    args = (claim, tuple(comparisons))
-    if claim.blocked:
-        return Verdict(*args, INCONCLUSIVE, claim.blocked, tuple(checked))
-    if pre_failed:
-        return Verdict(*args, NOT_TESTED, "precondition failed: " + "; ".join(
-            p.what for p in pre_failed), tuple(checked))
-    if pre_open:
-        pre_needs = "; ".join(p.comparison.needs for p in pre_open if p.comparison and p.comparison.needs)
-        then = needs(open_)  # planned once the precondition holds (`seed_plan`)
-        return Verdict(*args, INCONCLUSIVE, "precondition undecided: " + "; ".join(
-            p.what for p in pre_open), tuple(checked),
-            "; ".join(x for x in (pre_needs, f"then, if it holds: {then}" if then else "") if x))
-    if failed:
-        return Verdict(*args, NOT_REPRODUCED, why(failed), tuple(checked))
-    if open_:
-        return Verdict(*args, INCONCLUSIVE, why(open_), tuple(checked), needs(open_))
-    return Verdict(*args, REPRODUCED, why(comparisons), tuple(checked))
-
-
 def verdict(runs: Runs, claim: Claim, notes: list[str], resamples: int = RESAMPLES,
             seed: int = SEED) -> Verdict:
-    """One claim's verdict from `runs`: its preconditions measured, then its comparisons."""
+    """One claim's verdict on one base from `runs`: its preconditions measured, then its
+    comparisons, under the family rule across them."""
     checked = [check(runs, claim, pre, notes, resamples, seed) for pre in claim.preconditions]
     comps = [compare(runs, claim, p.treatment, p.control, notes, resamples, seed, rule=p)
              for p in claim.comparisons]
-    return combine(claim, comps, checked)
+    return combine(claim, family(claim, comps), checked)
 
 
 def verdicts(runs: Runs, claims: Sequence[Claim] = CLAIMS, resamples: int = RESAMPLES,
              seed: int = SEED, second: int | None = SECOND_BASE_SEED) -> tuple[list[Verdict], list[str]]:
     """Every claim's verdict from `runs` (method -> seed -> its files), each with the same claim
-    decided on the second base's runs (`second_base`; `second` None: not computed), and notes on
-    the runs left out (stale) and the per-item files skipped (malformed: the run counts as having
-    no per-item scores)."""
+    decided on the second base's runs (`second_base`; `second` None: not computed, and the
+    verdict is the first base's) and the headline under the family rule across the bases
+    (`headline`); and notes on the runs left out (stale) and the per-item files skipped
+    (malformed: the run counts as having no per-item scores). `resamples` and `seed` are the
+    percentile bootstrap's, which decides only comparisons of `BOOTSTRAP_MIN_SEEDS` seeds per arm."""
     notes: list[str] = []
     out = []
     for claim in claims:
         v = verdict(runs, claim, notes, resamples, seed)
         if second is not None:
-            v = replace(v, second=second_base(runs, v, notes, resamples, seed, second))
+            v = headline(replace(v, second=second_base(runs, v, notes, resamples, seed, second)))
         out.append(v)
     return out, notes
 
 
 # ------------------------------------------------------------------------------ the second base
-
-
-def study_of(arm: str) -> str:
-    """The study an arm belongs to: `""` for the default study, else its record's name.
-
-    >>> study_of("rlme"), study_of("hint_copier/rlme"), study_of("default.seed1/base")
-    ('', 'hint_copier', 'default.seed1')
-    """
-    return arm.rpartition("/")[0]
-
-
-def second_base_study(study: str, base_seed: int = SECOND_BASE_SEED) -> str:
-    """The study of the same arms on the base built with top-level `seed` = `base_seed`
-    (`python -m flows.pipeline --study <it>`, recorded in studies/<it>/).
-
-    >>> second_base_study(""), second_base_study("hint_copier", 2)
-    ('default.seed1', 'hint_copier.seed2')
-    """
-    return f"{study or DEFAULT_STUDY}.seed{base_seed}"
-
-
-def parse_study(name: str) -> tuple[str, int | None]:
-    """(preset, base seed) of a study name: `hint_copier` -> ('hint_copier', None), a second
-    base's `hint_copier.seed1` -> ('hint_copier', 1), `default.seed1` -> ('', 1), `default` or
-    `` -> ('', None).
-
-    >>> parse_study("hint_copier.seed1"), parse_study("default.seed2"), parse_study("keyword_dump")
-    (('hint_copier', 1), ('', 2), ('keyword_dump', None))
-    """
-    head, dot, tail = name.rpartition(".seed")
-    if dot and tail.isdigit() and head:
-        return ("" if head == DEFAULT_STUDY else head), int(tail)
-    return ("" if name == DEFAULT_STUDY else name), None
-
-
-def second_base_arm(arm: str, base_seed: int = SECOND_BASE_SEED) -> str:
-    """The same arm on the second base.
-
-    >>> second_base_arm("rlme"), second_base_arm("hint_copier/base")
-    ('default.seed1/rlme', 'hint_copier.seed1/base')
-    """
-    return f"{second_base_study(study_of(arm), base_seed)}/{arm.rpartition('/')[2]}"
-
-
-def on_second_base(claim: Claim, base_seed: int = SECOND_BASE_SEED) -> Claim:
-    """The claim with every arm (comparisons and preconditions) renamed to the second base's: the
-    same machinery then decides it on those runs alone, never pooled with the first base's."""
-    def arm(a: str | None) -> str | None:
-        return None if a is None else second_base_arm(a, base_seed)
-
-    comps = tuple(p._replace(treatment=arm(p.treatment), control=arm(p.control))
-                  for p in claim.comparisons)
-    pres = tuple(replace(p, treatment=arm(p.treatment), control=arm(p.control)) if p.treatment else p
-                 for p in claim.preconditions)
-    return replace(claim, comparisons=comps, preconditions=pres)
 
 
 def second_base(runs: Runs, first: Verdict, notes: list[str], resamples: int = RESAMPLES,
@@ -965,62 +451,11 @@ def second_base(runs: Runs, first: Verdict, notes: list[str], resamples: int = R
             "ci": None if x.low is None else [_round(x.low), _round(x.high)],
             "comparisons": [{"treatment": c.treatment, "control": c.control, "seeds": c.seeds,
                              "diff": _round(c.difference), "verdict": c.verdict,
-                             "ci": None if c.low is None else [_round(c.low), _round(c.high)]}
+                             "ci": None if c.low is None else [_round(c.low), _round(c.high)],
+                             "side": c.side, "capped": "beyond" in c.plan}
                             for c in v.comparisons],
             "preconditions": [{"what": p.what, "status": p.status, "detail": p.detail}
                               for p in v.preconditions]}
-
-
-def seed_plan(found: Sequence[Verdict], named: Collection[str] | None = None) -> dict[str, int]:
-    """Per arm, the seeds the claims' power rule plans for it (the most any comparison or
-    precondition needs, the pilot at least): what the pipeline runs next. Preconditions first:
-    a claim's comparisons get seeds only once every precondition holds (an undecided one gets
-    its own seeds first; a failed one leaves the claim not tested, so its comparisons get
-    nothing). An arm that only such waiting comparisons read is planned 0: it waits.
-
-    `named` (the arms a `--methods` call runs): a comparison whose arms are all named plans its
-    arms alone, so a control that an arm not named also reads (rlvr_long, the control of three
-    intrinsic arms) gets the seeds of the comparisons this call runs, not the most any other
-    needs; a named arm in no such comparison keeps the plan of every comparison."""
-    needs: list[tuple[list[str], int]] = []
-    for v in found:
-        if v.claim.blocked:
-            continue
-        held = all(p.status == HOLDS for p in v.preconditions)
-        for x in [*v.comparisons, *(p.comparison for p in v.preconditions if p.comparison)]:
-            if not held and x in v.comparisons:  # waits for the preconditions
-                n = 0
-            else:
-                n = int(x.plan.get("seeds", PILOT)) if x.plan else PILOT
-            needs.append(([a for a in (x.treatment, x.control) if a and not is_base(a)], n))
-
-    def most(rows: Iterable[tuple[list[str], int]]) -> dict[str, int]:
-        plan: dict[str, int] = {}
-        for arms, n in rows:
-            for arm in arms:
-                plan[arm] = max(plan.get(arm, 0), n)
-        return plan
-
-    plan = most(needs)
-    if named is not None:
-        inside = most((arms, n) for arms, n in needs if set(arms) <= set(named))
-        plan = {a: inside.get(a, n) for a, n in plan.items()}
-    return dict(sorted(plan.items()))
-
-
-def short_of_plan(found: Sequence[Verdict]) -> dict[str, tuple[int, int]]:
-    """The arms with fewer seeds than the power rule plans for them (`seed_plan`): arm -> (the
-    seeds its comparisons found, the seeds planned); the base never (it is evaluated, not seeded).
-    What a study still has to run for these claims."""
-    have: dict[str, int] = {}
-    for v in found:
-        if v.claim.blocked:
-            continue
-        for x in (*v.comparisons, *(p.comparison for p in v.preconditions if p.comparison)):
-            for arm, n in x.seeds.items():
-                have[arm] = max(n, have.get(arm, 0))
-    return {a: (have.get(a, 0), n) for a, n in seed_plan(found).items()
-            if have.get(a, 0) < n and not is_base(a)}
 
 
 def study_claims(study: str, claims: Sequence[Claim] = CLAIMS) -> list[Claim]:
@@ -1051,18 +486,6 @@ def planned_seeds(runs: Runs, study: str, claims: Sequence[Claim] = CLAIMS,
             if study_of(a) == study}
 
 
-def extra_runs(plan: Mapping[str, int], seeds: Sequence[int]) -> dict[str, dict]:
-    """params `extra_runs` for a plan: each arm's seeds after the study's `seeds` (the pilot) up
-    to the planned number, keyed `<arm>-<seed>` as the DVC stages are.
-
-    >>> extra_runs({"rlme": 5, "rlvr": 3}, [0, 1, 2])
-    {'rlme-3': {'method': 'rlme', 'seed': 3}, 'rlme-4': {'method': 'rlme', 'seed': 4}}
-    """
-    start = max(seeds) + 1
-    return {f"{arm}-{s}": {"method": arm, "seed": s} for arm, n in sorted(plan.items())
-            for s in range(start, start + max(0, n - len(seeds)))}
-
-
 def plan_cost(runs: Runs, study: str, plan: Mapping[str, int]) -> str:
     """What the plan's runs not yet made cost, from the arms' committed stage times."""
     prefix = f"{study}/" if study else ""
@@ -1073,6 +496,7 @@ def plan_cost(runs: Runs, study: str, plan: Mapping[str, int]) -> str:
 def claims_json(found: Sequence[Verdict], notes: Sequence[str]) -> dict:
     """reports/claims.json: the rule, its constants, each claim's verdict and numbers, the seeds
     the power rule plans per arm, the notes."""
-    return {"rule": RULE, "resamples": RESAMPLES, "seed": SEED, "pilot_seeds": PILOT,
+    return {"rule": RULE, "family": asdict(FAMILY), "resamples": RESAMPLES, "seed": SEED,
+            "bootstrap_min_seeds": BOOTSTRAP_MIN_SEEDS, "pilot_seeds": PILOT,
             "min_seeds": MIN_SEEDS, "min_seeds_per_run": MIN_SEEDS_PER_RUN,
             "claims": [v.as_json() for v in found], "plan": seed_plan(found), "notes": list(notes)}

@@ -1,24 +1,47 @@
-"""The statistics behind the claims' verdicts (evals/claims.py): intervals, exact tests, power.
+"""The statistics behind the claims' verdicts (evals/claims.py): intervals, tests, power.
 
-Two kinds of evidence, two tests:
+Two kinds of evidence, one kind of test: a t-interval whose degrees of freedom come from the
+SEEDS, because the seed is the unit a claim generalises over (a run trained again with another
+seed), and a handful of seeds is all a claim has.
 
-- **per item** (a test-set metric scored item by item in every run, `evals/items.py`): the
-  `paired_bootstrap` over the seeds of each arm and the test items, the same resampled items for
-  both arms (thousands of values per arm, so the percentile interval is sound);
+- **per item** (a test-set metric scored item by item in every run, `evals/items.py`):
+  `seed_item_t`, a t-interval on the arms' per-seed means with the item noise folded in. The
+  standard error has three parts: each arm's between-seed variance of its per-seed means over its
+  seeds (the seed level: 2-4 degrees of freedom at 3-5 seeds), and the variance over items of the
+  paired per-item difference beyond what those already hold (the items, 100s of degrees of
+  freedom); Welch-Satterthwaite combines them. A base evaluated once is a fixed model sampled
+  item by item: its draw's noise is item-level noise, which the item part carries, so it needs no
+  seed level of its own (tests/test_stats_base_draw.py checks that on the committed records: the
+  spread of the base's step-0 test evaluations over seeds is what its per-item noise predicts).
+  A trained arm always has at least the `evals.claims.PILOT` seeds.
 - **per run** (one number per run: a training-curve measure, a metric with no per-item scores):
-  a handful of values per arm, where a percentile bootstrap over 3 seeds is not an interval (it
-  can never be wider than the 3 values allow). These use `t_interval` (Welch's two-sample
-  t-interval, or the one-sample t-interval against 0 when there is no control) for the decision
-  and report `permutation_p` (the exact permutation test: every relabelling of the pooled values,
-  or every sign flip for one sample) beside it. With 3 runs against 3 the exact test cannot go
-  below p = 0.05 one-sided (1 of the 20 relabellings), which is why per-run claims need more seeds
-  (`evals.claims.MIN_SEEDS_PER_RUN`).
+  `t_interval` (Welch's two-sample t-interval, or the one-sample t-interval against 0 when there
+  is no control) for the decision, and `permutation_p` (the exact permutation test: every
+  relabelling of the pooled values, or every sign flip for one sample) beside it. With 3 runs
+  against 3 the exact test cannot go below p = 0.05 one-sided (1 of the 20 relabellings), which
+  is why per-run claims need more seeds (`evals.claims.MIN_SEEDS_PER_RUN`).
 
-`seeds_needed` is the power rule that plans how many seeds (and items) a claim needs from the
-pilot seeds' spread, the pilot's observed difference taken as true: a normal approximation for
-the per-item bootstrap, and for a per-run measure the t quantiles of the Welch interval the
-verdict uses at that many seeds (with 3 to 6 runs per arm the normal approximation plans far too
-few: at 3 seeds against 0 the interval's half-width is 4.30 standard errors, not 1.96).
+`paired_bootstrap` (items and seeds resampled, percentile interval) is kept for where it is
+valid, and only there: many seeds per arm (`BOOTSTRAP_MIN_SEEDS`). At 3-10 seeds it is not: the
+between-seed part of the variance equals or exceeds the item part in the lab's arm-against-arm
+comparisons, and resampling 3 seeds with replacement shrinks that part by a third and reads it
+with normal quantiles where t with 2-4 degrees of freedom applies, so its one-sided
+false-positive rate is several times the nominal 2.5% (issue 68 simulated it; the seed-dominated
+limit is `bootstrap_limit` in tests/test_stats_error_rates.py). Thousands of values per arm make
+the ITEM level of such an interval sound, not its seed level. tests/test_stats_error_rates.py
+simulates the false-positive rate of `seed_item_t` at the seeds the claims use.
+
+**Decisions and their error rate.** Every verdict reads a 95% interval's ends, i.e. two
+one-sided tests at `ALPHA` / 2 = 2.5%; `one_sided_p` gives the same decision as a p-value, which
+the family rule (`holm`, across a claim's comparisons) needs.
+
+**Planning seeds** (`seeds_needed`, `power_at`): from a DECLARED effect (the claim's min_effect
+or margin) and the pilot's variances only, never the pilot's difference (an internal pilot: a
+plan that trusts an optimistic pilot difference under-plans and, with the pilot seeds reused,
+inflates the error rate; tests/test_stats_plan.py simulates plan-then-test). The t quantiles of
+the test the verdict uses at n seeds, its Welch-Satterthwaite degrees of freedom included (with
+3 to 6 runs per arm a normal approximation plans far too few: at 3 seeds against 0 the
+interval's half-width is 4.30 standard errors, not 1.96).
 
 Every number these functions return is snapped to `SNAP` decimals (`snap`), so that the float
 noise of one machine's summation order (BLAS, SIMD) cannot move a printed rounding: an interval
@@ -28,17 +51,28 @@ end that is exactly +0.0125 prints the same on every machine.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from itertools import combinations, product
+from typing import NamedTuple
 
 import numpy as np
 from scipy import stats as st
 
 RESAMPLES = 10_000
 SEED = 0
-ALPHA = 0.05      # two-sided: 95% intervals
+ALPHA = 0.05      # two-sided: 95% intervals, so each one-sided decision is at ALPHA / 2
 POWER = 0.80      # the power rule's target
 SNAP = 9          # decimals every returned statistic is rounded to (float noise is ~1e-16)
 EXACT_LIMIT = 200_000  # relabellings enumerated exactly; above, a seeded Monte Carlo of this many
+# Seeds per arm from which the percentile bootstrap's seed level is sound: resampling n seeds
+# shrinks their variance by (n - 1) / n and reads it with normal quantiles; where the seeds
+# dominate, its one-sided rate falls within half a point of 2.5% only from here on
+# (tests/test_stats_error_rates.py, `bootstrap_limit`).
+BOOTSTRAP_MIN_SEEDS = 40
+# The degrees of freedom of a per-item t-interval count each seed part at its upper bound at
+# this confidence (`se_df`): a seed variance small by chance cannot buy the items' degrees of
+# freedom. Set by simulation (tests/test_stats_error_rates.py), not tuned per claim.
+DF_CONFIDENCE = 0.90
 
 
 def snap(x: float) -> float:
@@ -59,6 +93,10 @@ def paired_bootstrap(treatment: np.ndarray, control: np.ndarray, resamples: int 
     with replacement, for both arms, and each arm's seeds with replacement; an arm's value is the
     mean over its drawn seeds of each seed's mean over the drawn items. The generator is numpy's
     PCG64 seeded with `seed`, the same draws on every machine.
+
+    Sound only where the seed level is: `BOOTSTRAP_MIN_SEEDS` seeds per arm or more (the claims
+    use it only there; below, `seed_item_t`). Many items per arm do not make it sound at 3 seeds:
+    the items are resampled well, the 3 seeds are not (the module's docstring).
 
     >>> t, c = np.array([[1.0, 1.0], [1.0, 0.0]]), np.array([[0.0, 0.0], [1.0, 0.0]])
     >>> paired_bootstrap(t, c, resamples=2000)[0]
@@ -82,6 +120,220 @@ def paired_bootstrap(treatment: np.ndarray, control: np.ndarray, resamples: int 
     return snap(t.mean() - c.mean()), snap(low), snap(high)
 
 
+class Estimate(NamedTuple):
+    """A difference, its interval at 1 − alpha, and the standard error and degrees of freedom
+    the interval came from (what `one_sided_p` reads)."""
+
+    difference: float
+    low: float
+    high: float
+    se: float
+    df: float
+
+
+class Parts(NamedTuple):
+    """The variance parts of a per-item difference (`variance_parts`), numpy arrays over any
+    leading axes (a simulation's replicates): `seed_vars`, per arm with two or more seeds, the
+    variance of its per-seed means over its seeds and that arm's seed count; `item_var`, the
+    variance over items of the paired per-item difference beyond what the seed parts already
+    hold (one item's share: divide by `items`)."""
+
+    difference: np.ndarray
+    seed_vars: tuple[tuple[np.ndarray, int], ...]
+    item_var: np.ndarray
+    items: int
+
+
+def residual_ms(x: np.ndarray) -> np.ndarray:
+    """The seed × item residual mean square of (..., seeds, items) scores (two-way ANOVA): the
+    per-item noise of one run, which each per-seed mean already carries (divided by the items)."""
+    n, m = x.shape[-2:]
+    r = x - x.mean(-1, keepdims=True) - x.mean(-2, keepdims=True) + x.mean((-2, -1), keepdims=True)
+    return (r * r).sum((-2, -1)) / ((n - 1) * (m - 1))
+
+
+def variance_parts(treatment, control=None) -> Parts:
+    """The parts of the variance of mean(treatment) − mean(control) for (..., seeds, items)
+    arrays whose last axes are the same items in the same order (`control` None: against 0).
+
+    The model: a score is the arm's mean + the item's difficulty (common to the arms, so it
+    cancels in the paired difference) + the arm's item effect + the seed's effect + per-item
+    noise. The difference's variance is each arm's (seed effect + its noise averaged over the
+    items) / seeds, estimated by the variance of its per-seed means over its seeds (its seed part),
+    plus the arm × item effects / items, estimated by the variance over items of the paired
+    per-item difference less the noise the seed parts already hold (each arm's residual mean
+    square / its seeds). An arm of ONE row is a fixed model evaluated once (the base): its draw's
+    noise is per-item noise, left in the item part, and it has no seed part.
+
+    >>> t = np.array([[0.6, 0.4, 0.8], [0.8, 0.6, 1.0]])   # seed 1 is 0.2 above seed 0 everywhere
+    >>> p = variance_parts(t, np.array([[0.5, 0.3, 0.7]]))
+    >>> round(float(p.difference), 3), [(round(float(v), 3), n) for v, n in p.seed_vars], float(p.item_var)
+    (0.2, [(0.02, 2)], 0.0)
+    """
+    t = np.asarray(treatment, float)
+    c = None if control is None else np.asarray(control, float)
+    if c is not None and c.shape[-1] != t.shape[-1]:
+        raise ValueError(f"variance_parts: {t.shape[-1]} treatment items vs {c.shape[-1]} control items")
+    items = t.shape[-1]
+    per_item = t.mean(-2) if c is None else t.mean(-2) - c.mean(-2)
+    difference = per_item.mean(-1)
+    seed_vars, noise = [], np.zeros(difference.shape)
+    for x in (t,) if c is None else (t, c):
+        n = x.shape[-2]
+        if n > 1:
+            seed_vars.append((x.mean(-1).var(-1, ddof=1), n))
+            if items > 1:
+                noise = noise + residual_ms(x) / n
+    item_var = (np.maximum(0.0, per_item.var(-1, ddof=1) - noise) if items > 1
+                else np.zeros(difference.shape))
+    return Parts(difference, tuple(seed_vars), item_var, items)
+
+
+def se_df(seed_vars: Sequence[tuple], item_var, items: int, n: int | None = None,
+          confidence: float | None = DF_CONFIDENCE):
+    """(standard error², degrees of freedom) from variance parts (`variance_parts`): each seed
+    part var / seeds, plus the item part item_var / items (`n`: as if every seeded arm had n
+    seeds, the plan's question). Works elementwise on arrays.
+
+    The degrees of freedom are Welch-Satterthwaite's over the parts (a seed part has seeds − 1,
+    the item part items − 1), with each seed part counted at its upper `confidence` bound
+    (var · (seeds − 1) / χ²_{1 − confidence, seeds − 1}; None: as estimated): at 3 seeds a
+    between-seed variance that came out small by chance would otherwise shrink the standard
+    error AND buy the item part's hundreds of degrees of freedom at once, which is liberal beyond
+    the tolerance for 3 seeds against a base evaluated once, seed-dominated
+    (tests/test_stats_error_rates.py measures both).
+    Counted at its bound, a seed part that matters keeps the degrees of freedom near its own,
+    and one that is negligible even at its bound leaves the items' (a base's per-item noise
+    against a trained arm whose seeds agree). The standard error itself uses the unbiased
+    estimates.
+
+    >>> se2, df = se_df([(0.01, 3), (0.01, 3)], 0.0, 200)   # two arms of 3 seeds: Welch's 4
+    >>> round(float(se2), 5), round(float(df), 6)
+    (0.00667, 4.0)
+    >>> [round(float(x), 6) for x in se_df([], 0.2, 200)]  # a fixed model against 0: the items'
+    [0.001, 199.0]
+    >>> round(float(se_df([(1e-6, 3)], 0.2, 200)[1]), 1)    # seeds that agree: about the items'
+    200.1
+    """
+    seeds = [(np.asarray(v, float) / (n or k), (n or k) - 1) for v, k in seed_vars]
+    item = np.asarray(item_var, float) / items if items > 1 else np.float64(0.0)
+    if not seeds and items <= 1:
+        return np.float64(0.0), np.float64(np.inf)
+    se2 = sum(v for v, _ in seeds) + item
+    bound = seeds if confidence is None else [(v * d / st.chi2.ppf(1 - confidence, d), d) for v, d in seeds]
+    parts = bound + ([(item, items - 1)] if items > 1 else [])
+    top = sum(v for v, _ in parts)
+    den = sum(v * v / d for v, d in parts)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = np.where(den > 0, top * top / np.where(den > 0, den, 1.0), np.inf)
+    return se2, df
+
+
+def _t_ppf(q: float, df):
+    """t quantile, the normal one at infinite degrees of freedom (elementwise)."""
+    return np.where(np.isfinite(df), st.t.ppf(q, np.where(np.isfinite(df), df, 1.0)), st.norm.ppf(q))
+
+
+def seed_item_interval(treatment, control=None, alpha: float = ALPHA,
+                       confidence: float | None = DF_CONFIDENCE):
+    """`seed_item_t`'s (difference, low, high, se, df) as arrays over any leading axes of
+    (..., seeds, items) inputs: the same arithmetic for one comparison and for a simulation's
+    replicates (tests/test_stats_error_rates.py). `confidence`: `se_df`'s."""
+    parts = variance_parts(treatment, control)
+    se2, df = se_df(parts.seed_vars, parts.item_var, parts.items, confidence=confidence)
+    se = np.sqrt(se2)
+    half = _t_ppf(1 - alpha / 2, df) * se
+    return parts.difference, parts.difference - half, parts.difference + half, se, df
+
+
+def seed_item_t(treatment, control=None, alpha: float = ALPHA) -> Estimate:
+    """treatment − control (or treatment against 0) of per-item scores, (seeds, items) arrays
+    with the same items in the same columns, and its t-interval at 1 − alpha with the seed
+    level accounted for (`variance_parts`, `se_df`): the verdict test of a per-item comparison.
+
+    Three seeds of the treatment 0.2, 0.1 and 0.3 above a control whose seeds agree, every item
+    moved alike: the treatment's seed level is the only spread, 2 degrees of freedom, and the
+    interval is 4.30 standard errors wide each side (a normal one would be 1.96):
+
+    >>> t = np.array([[0.6, 0.8], [0.5, 0.7], [0.7, 0.9]])
+    >>> c = np.array([[0.4, 0.6], [0.4, 0.6], [0.4, 0.6]])
+    >>> e = seed_item_t(t, c)
+    >>> round(e.difference, 3), round(e.low, 3), round(e.high, 3), e.df
+    (0.2, -0.048, 0.448, 2.0)
+    """
+    t = np.atleast_2d(np.asarray(treatment, float))
+    c = None if control is None else np.atleast_2d(np.asarray(control, float))
+    d, lo, hi, se, df = (float(x) for x in seed_item_interval(t, c, alpha))
+    return Estimate(snap(d), snap(lo), snap(hi), snap(se), df if math.isinf(df) else snap(df))
+
+
+def one_sided_p(e: Estimate, bound: float, side: str) -> float:
+    """The one-sided p-value that the true difference lies beyond `bound` on the other side:
+    `side` "above" tests difference > bound (small when the estimate is well above it), "below"
+    tests difference < bound. The interval's end clears `bound` exactly when this p is below
+    ALPHA / 2, so a decision read from the interval and one read from p agree.
+
+    >>> e = Estimate(0.10, 0.02, 0.18, 0.04, math.inf)
+    >>> one_sided_p(e, 0.0, "above") < ALPHA / 2 < one_sided_p(e, 0.05, "above")
+    True
+    """
+    if e.se <= 0:
+        return 0.0 if (e.difference > bound if side == "above" else e.difference < bound) else 1.0
+    z = (e.difference - bound) / e.se
+    dist = st.norm if math.isinf(e.df) else st.t(e.df)
+    return snap(float(dist.sf(z) if side == "above" else dist.cdf(z)))
+
+
+def holm(pvalues: Sequence[float | None], alpha: float = ALPHA / 2) -> list[bool]:
+    """Holm's step-down rejections at family-wise level `alpha` (None: not a test of the family,
+    never rejected): the smallest p against alpha / k, the next against alpha / (k − 1), ...,
+    stopping at the first that fails.
+
+    >>> holm([0.01, 0.02, 0.004]), holm([0.02, 0.02]), holm([0.001, None])
+    ([True, True, True], [False, False], [True, False])
+    >>> holm([0.012, 0.03])   # 0.012 clears 0.025 / 2; 0.03 is above 0.025: stop
+    [True, False]
+    """
+    tested = sorted((p, i) for i, p in enumerate(pvalues) if p is not None)
+    out = [False] * len(pvalues)
+    for j, (p, i) in enumerate(tested):
+        if p > alpha / (len(tested) - j):
+            break
+        out[i] = True
+    return out
+
+
+def t_estimate(treatment, control=None, alpha: float = ALPHA) -> Estimate:
+    """`t_interval` with its standard error and degrees of freedom (`Estimate`)."""
+    t = np.asarray(treatment, float)
+    c = None if control is None else np.asarray(control, float)
+    if len(t) < 1 or (c is not None and len(c) < 1):
+        raise ValueError("t_interval: an arm without values")
+
+    def one_sample(x: np.ndarray, shift: float, sign: float) -> Estimate:
+        m = sign * (float(x.mean()) - shift)
+        if len(x) < 2:
+            return Estimate(snap(m), snap(m), snap(m), 0.0, math.inf)
+        se = float(x.std(ddof=1)) / math.sqrt(len(x))
+        half = float(st.t.ppf(1 - alpha / 2, len(x) - 1)) * se
+        return Estimate(snap(m), snap(m - half), snap(m + half), snap(se), float(len(x) - 1))
+
+    if c is None:
+        return one_sample(t, 0.0, 1.0)
+    if len(c) == 1:
+        return one_sample(t, float(c[0]), 1.0)
+    if len(t) == 1:
+        return one_sample(c, float(t[0]), -1.0)
+    vt, vc = float(t.var(ddof=1)) / len(t), float(c.var(ddof=1)) / len(c)
+    d = float(t.mean() - c.mean())
+    se2 = vt + vc
+    if se2 == 0:
+        return Estimate(snap(d), snap(d), snap(d), 0.0, math.inf)
+    df = se2 ** 2 / (vt ** 2 / (len(t) - 1) + vc ** 2 / (len(c) - 1))
+    half = float(st.t.ppf(1 - alpha / 2, df)) * math.sqrt(se2)
+    return Estimate(snap(d), snap(d - half), snap(d + half), snap(math.sqrt(se2)), snap(df))
+
+
 def t_interval(treatment, control=None, alpha: float = ALPHA) -> tuple[float, float, float]:
     """(difference, low, high): mean(treatment) − mean(control) and its Welch t-interval
     (1 − alpha); with `control` None, the one-sample t-interval of mean(treatment) around 0.
@@ -96,34 +348,8 @@ def t_interval(treatment, control=None, alpha: float = ALPHA) -> tuple[float, fl
     >>> [round(x, 3) for x in t_interval([0.1, 0.3, 0.2])]
     [0.2, -0.048, 0.448]
     """
-    t = np.asarray(treatment, float)
-    c = None if control is None else np.asarray(control, float)
-    if len(t) < 1 or (c is not None and len(c) < 1):
-        raise ValueError("t_interval: an arm without values")
-
-    def one_sample(x: np.ndarray) -> tuple[float, float, float]:
-        m = float(x.mean())
-        if len(x) < 2:
-            return m, m, m
-        half = float(st.t.ppf(1 - alpha / 2, len(x) - 1)) * float(x.std(ddof=1)) / math.sqrt(len(x))
-        return m, m - half, m + half
-
-    if c is None:
-        return tuple(snap(v) for v in one_sample(t))  # type: ignore[return-value]
-    if len(c) == 1:
-        m, lo, hi = one_sample(t)
-        return snap(m - c[0]), snap(lo - c[0]), snap(hi - c[0])
-    if len(t) == 1:
-        m, lo, hi = one_sample(c)
-        return snap(t[0] - m), snap(t[0] - hi), snap(t[0] - lo)
-    vt, vc = float(t.var(ddof=1)) / len(t), float(c.var(ddof=1)) / len(c)
-    d = float(t.mean() - c.mean())
-    se2 = vt + vc
-    if se2 == 0:
-        return snap(d), snap(d), snap(d)
-    df = se2 ** 2 / (vt ** 2 / (len(t) - 1) + vc ** 2 / (len(c) - 1))
-    half = float(st.t.ppf(1 - alpha / 2, df)) * math.sqrt(se2)
-    return snap(d), snap(d - half), snap(d + half)
+    e = t_estimate(treatment, control, alpha)
+    return e.difference, e.low, e.high
 
 
 def permutation_p(treatment, control=None, alternative: str = "two-sided", seed: int = SEED) -> float:
@@ -195,20 +421,53 @@ def t_quantiles(arm_vars: list[float], n: int) -> float:
     return float(st.t.ppf(1 - ALPHA / 2, df) + st.t.ppf(POWER, df))
 
 
+def _power_quantile(sides: int) -> float:
+    """The power quantile: POWER for a one-sided decision; for `within`'s two (the interval must
+    clear both edges at once), each side's 1 − (1 − POWER) / 2, so both clear with POWER."""
+    return POWER if sides == 1 else 1 - (1 - POWER) / 2
+
+
+def _enough(arm_vars, item_var, items: int, n: int, gap, sides: int):
+    """Whether n seeds per arm decide `gap` with the rule's power: q · SE ≤ gap, q the t
+    quantiles at the degrees of freedom `se_df` gives the verdict's test (elementwise)."""
+    se2, df = se_df([(v, n) for v in arm_vars], item_var, items)
+    q = _t_ppf(1 - ALPHA / 2, df) + _t_ppf(_power_quantile(sides), df)
+    return q * np.sqrt(se2) <= np.asarray(gap) + 1e-12
+
+
+def planned_n(arm_vars, item_var, items: int, gap, cap: int, minimum: int = 3, sides: int = 1):
+    """The power rule's seeds per arm, elementwise over arrays of pilots (a simulation's
+    replicates; `seeds_needed` calls it for one): the smallest n from `minimum` to `cap` whose
+    interval decides the declared `gap` with 80% power, 0 where none up to the cap does.
+
+    >>> int(planned_n([0.1136], 0.0, 0, 0.5506, 10))
+    6
+    >>> planned_n([np.array([0.01, 0.5])], np.zeros(2), 0, np.array([0.3, 0.3]), 10).tolist()
+    [4, 0]
+    """
+    n = np.zeros(np.broadcast(*[np.asarray(v) for v in arm_vars], np.asarray(item_var),
+                              np.asarray(gap)).shape, int)
+    for k in range(cap, minimum - 1, -1):  # downwards: the smallest that is enough wins
+        n = np.where(_enough(arm_vars, item_var, items, k, gap, sides), k, n)
+    return n
+
+
 def seeds_needed(gap: float, seed_var: float, item_var: float = 0.0, items: int = 0,
-                 cap: int = 10, minimum: int = 3,
-                 arm_vars: list[float] | None = None) -> tuple[int | None, int | None]:
+                 cap: int = 10, minimum: int = 3, arm_vars: list[float] | None = None,
+                 sides: int = 1) -> tuple[int | None, int | None]:
     """(seeds per arm, test items) a decision needs under the power rule, or None where no number
     of them up to the cap can give one.
 
-    The rule (a normal approximation, the pilot's observed difference taken as true): the
+    `gap` is the DECLARED effect the decision must resolve (the claim's min_effect, or its margin
+    for `within` and `no_gain`), never the pilot's difference; the variances are the pilot's. The
     standard error of the difference with n seeds per arm and m items is
-    SE² = seed_var / n + item_var / m (seed_var: the sum of the arms' between-seed variances;
-    item_var: the variance over items of the paired per-item difference; 0 for a per-run
-    measure), and a decision at 95% with 80% power needs Z · SE ≤ gap, Z = 1.96 + 0.84, where gap
-    is the distance from the difference to the bound the verdict needs the interval to clear.
-    Seeds first, at the current items; if even `cap` seeds cannot do it, the items needed at
-    `cap` seeds (None if no number can).
+    SE² = seed_var / n + item_var / m (seed_var: the sum of the arms' variances of their per-seed
+    means; item_var: the per-item variance of the paired difference beyond them, `variance_parts`;
+    0 for a per-run measure), and a decision at 95% with 80% power needs q · SE ≤ gap. Seeds
+    first, at the current items; if even `cap` seeds cannot do it, the items needed at `cap`
+    seeds (None if no number can). `sides` 2: a `within` decision, both edges at once.
+
+    Without `arm_vars`, q is the normal approximation's Z = 1.96 + 0.84:
 
     >>> seeds_needed(0.1, seed_var=0.01)          # SE² = 0.01 / n ≤ (0.1 / 2.8)²: n ≥ 7.84
     (8, None)
@@ -217,43 +476,57 @@ def seeds_needed(gap: float, seed_var: float, item_var: float = 0.0, items: int 
     >>> seeds_needed(0.05, seed_var=0.001, item_var=0.2, items=200, cap=10)
     (10, 916)
 
-    A per-run measure (`arm_vars`: each arm's between-seed variance; the verdict is a t-interval)
-    replaces Z by `t_quantiles` at n seeds, the smallest n up to the cap whose
-    t · sqrt(seed_var / n) ≤ gap (items play no part):
+    With `arm_vars` (each seeded arm's variance of its per-seed means; what the verdict's t-test
+    reads), q is the t quantiles at the Welch-Satterthwaite degrees of freedom of n seeds per arm
+    and the items (`se_df`): the smallest n up to the cap whose q · SE ≤ gap. The claims always
+    plan this way, per item and per run:
 
     >>> seeds_needed(0.5506, seed_var=0.1136), seeds_needed(0.5506, 0.1136, arm_vars=[0.1136])
     ((3, None), (6, None))
+    >>> seeds_needed(0.05, 0.001, item_var=0.02, items=200, arm_vars=[0.0005, 0.0005])  # normal: 5
+    (6, None)
+    >>> seeds_needed(0.05, 0.001, item_var=0.2, items=200, arm_vars=[0.0005, 0.0005])   # normal: 916
+    (10, 955)
     """
     if gap <= 0:
         return None, None
-    if arm_vars is not None:
-        if seed_var <= 0:
+    power_q = _power_quantile(sides)
+    if arm_vars is None:
+        budget = (gap / float(st.norm.ppf(1 - ALPHA / 2) + st.norm.ppf(power_q))) ** 2
+        item_part = item_var / items if items else 0.0
+        if seed_var <= 0 and item_part <= budget:
             return minimum, None
-        for n in range(minimum, cap + 1):
-            if t_quantiles(arm_vars, n) * math.sqrt(seed_var / n) <= gap:
+        if budget > item_part:
+            n = max(minimum, math.ceil(seed_var / (budget - item_part) - 1e-9))
+            if n <= cap:
                 return n, None
+        left = budget - seed_var / cap
+        if item_var <= 0 or left <= 0:
+            return None, None
+        return cap, math.ceil(item_var / left - 1e-9)
+
+    def enough(n: int, m: int) -> bool:
+        return bool(_enough(arm_vars, item_var, m, n, gap, sides))
+
+    n = int(planned_n(arm_vars, item_var, items, gap, cap, minimum, sides))
+    if n:
+        return n, None
+    if item_var <= 0 or not items or not enough(cap, 10 ** 9):
         return None, None
-    budget = (gap / Z) ** 2
-    item_part = item_var / items if items else 0.0
-    if seed_var <= 0 and item_part <= budget:
-        return minimum, None
-    if budget > item_part:
-        n = max(minimum, math.ceil(seed_var / (budget - item_part) - 1e-9))
-        if n <= cap:
-            return n, None
-    left = budget - seed_var / cap
-    if item_var <= 0 or left <= 0:
-        return None, None
-    return cap, math.ceil(item_var / left - 1e-9)
+    low, high = items, 10 ** 9          # enough(cap, high), not enough(cap, low)
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if enough(cap, mid) else (mid, high)
+    return cap, high
 
 
 def power_at(gap: float, seed_var: float, n: int, item_var: float = 0.0, items: int = 0,
-             arm_vars: list[float] | None = None) -> float:
-    """The power rule read the other way: the chance, the pilot's difference taken as true, that
-    `n` seeds per arm (and `items` items) give an interval clearing the bound `gap` away
-    (`seeds_needed`'s normal approximation; with `arm_vars`, a per-run measure, the t
-    distribution at the Welch-Satterthwaite degrees of freedom). What a plan stopped by its cap
-    can still expect.
+             arm_vars: list[float] | None = None, sides: int = 1) -> float:
+    """The power rule read the other way: the chance that `n` seeds per arm (and `items` items)
+    give an interval clearing the bound `gap` away when the truth is the declared effect
+    (`seeds_needed`'s normal approximation; with `arm_vars`, the t distribution at the
+    Welch-Satterthwaite degrees of freedom, `se_df`). `sides` 2 (`within`): both edges cleared
+    at once. What a plan stopped by its cap can still expect.
 
     >>> round(power_at(0.1, seed_var=0.01, n=8), 2)             # seeds_needed's 8: 80% or more
     0.81
@@ -268,6 +541,10 @@ def power_at(gap: float, seed_var: float, n: int, item_var: float = 0.0, items: 
     if se == 0:
         return 1.0
     if arm_vars is None:
-        return float(st.norm.cdf(gap / se - st.norm.ppf(1 - ALPHA / 2)))
-    df = welch_df(arm_vars, n)
-    return float(st.t.cdf(gap / se - st.t.ppf(1 - ALPHA / 2, df), df))
+        one = float(st.norm.cdf(gap / se - st.norm.ppf(1 - ALPHA / 2)))
+    else:
+        _, df = se_df([(v, n) for v in arm_vars], item_var, items)
+        df = float(df)
+        dist = st.norm if math.isinf(df) else st.t(df)
+        one = float(dist.cdf(gap / se - dist.ppf(1 - ALPHA / 2)))
+    return one if sides == 1 else max(0.0, 2 * one - 1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +48,20 @@ def write_base(data: Path, scores: np.ndarray) -> None:
         "metrics": {"pass@1": [float(x) for x in scores]}}})
 
 
+def write_cf(folder: Path, cheat: float, accuracy: float | None = None, items: int = 40) -> None:
+    """One evaluation of the hint_copier kind (folder: eval/<arm>/seed<s>, or eval/base): per-item
+    arith_cf cheat rate (and pass@1) around `cheat` (`accuracy`), the same item offsets in every
+    run (so paired differences are exact), and their means in metrics.json. Per item, as the
+    records have it: a per-run number against a base evaluated once is refused (one draw)."""
+    offsets = 0.005 * (np.arange(items) % 3 - 1)
+    metrics = {"cheat_rate": (cheat + offsets).tolist()}
+    if accuracy is not None:
+        metrics["pass@1"] = (accuracy + offsets).tolist()
+    write(folder / "items.json", {"arith_cf": {"headline": "cheat_rate", "metrics": metrics,
+                                               "ids": [f"arith_cf-test-{i:05d}" for i in range(items)]}})
+    write(folder / "metrics.json", {f"arith_cf/{k}": float(np.mean(v)) for k, v in metrics.items()})
+
+
 def arms(data: Path, treatment: np.ndarray, control: np.ndarray, **kw) -> None:
     """Arms `t` and `c`, one run per row of the (seeds, items) arrays."""
     for name, table in (("t", treatment), ("c", control)):
@@ -59,7 +74,18 @@ def claim(kind="greater", **kw) -> cl.Claim:
 
 
 def judge(data: Path, *claims: cl.Claim, **kw) -> tuple[list[cl.Verdict], list[str]]:
+    """The claims decided on the runs under `data`, one base: the family rule across bases
+    (evals/claims.yaml `family: bases: agree`) would make every verdict here inconclusive for
+    want of a second base, so these tests read the one base's verdict (`second=None`); the
+    rule's own tests pass the second base."""
+    kw.setdefault("second", None)
     return cl.verdicts(collect(data).runs, claims or (claim(min_effect=0.1),), **kw)
+
+
+def own(v: cl.Verdict) -> str:
+    """The first base's own verdict (the headline, `v.verdict`, is the family rule's across the
+    bases: where the second base differs it keeps the first base's in `v.first`)."""
+    return v.first.get("verdict", v.verdict)
 
 
 def items_world(n_items=60, seeds=3, shift=0.3, noise=0.05, seed=0) -> tuple[np.ndarray, np.ndarray]:
@@ -114,11 +140,15 @@ def test_a_noisy_small_difference_is_inconclusive(tmp_path) -> None:
     [v], _ = judge(tmp_path)
     x = v.comparisons[0]
     assert v.verdict == cl.INCONCLUSIVE and x.low < 0 < 0.1 < x.high
-    assert v.reason == "the interval includes 0 at the planned 10 seeds per arm"
+    # The cap, not the power rule, set these 10 seeds: the reason says so.
+    assert v.reason == "the interval includes 0 at the declared cap of 10 seeds per arm"
 
 
 def test_within_and_less(tmp_path) -> None:
-    t, c = items_world(shift=0.04)                      # +0.04, 95% interval about [0.03, 0.05]
+    # +0.04, 95% interval about [0.03, 0.05]. Ten seeds: the ±0.01 margin is planned from the
+    # declared margin (9 seeds to show "inside ±0.01" with 80% power at a truth of 0), no
+    # longer from the pilot's +0.04, which once planned it 3.
+    t, c = items_world(shift=0.04, seeds=10)
     arms(tmp_path, t, c)
     tracks = claim("within", margin=0.1)
     apart = claim("within", margin=0.01)
@@ -130,6 +160,10 @@ def test_within_and_less(tmp_path) -> None:
         cl.NOT_REPRODUCED,                              # wholly above +0.01
         cl.INCONCLUSIVE,                                # straddles +0.04
         cl.NOT_REPRODUCED]                              # t is not below c at all
+    # Undecided, but off 0: the reason says on which side, by rule.
+    assert found[2].reason == ("t above c (the interval excludes 0); the ±0.04 margin undecided at "
+                               "the planned 3 seeds per arm")
+    assert found[1].comparisons[0].plan["seeds"] == 9
 
 
 def test_decide_mirrors_less_and_needs_the_effect() -> None:
@@ -241,7 +275,7 @@ def test_malformed_items_are_a_one_line_note_and_a_counted_skip(tmp_path) -> Non
     bad.write_text(json.dumps(entry))
     (tmp_path / "eval" / "c" / "seed0" / "items.json").write_text("{not json")  # truncated
     collected = collect(tmp_path)
-    [v], notes = cl.verdicts(collected.runs, [claim(min_effect=0.1)])
+    [v], notes = cl.verdicts(collected.runs, [claim(min_effect=0.1)], second=None)  # one base (`judge`)
     assert notes == ["data/eval/t/seed2/items.json: arith/pass@1: expected a list of 60 values (one per "
                      "id), got 59; skipped, its comparisons use seeds only"]
     assert any("c/seed0/items.json: unreadable" in n for n in collected.notes)
@@ -303,15 +337,18 @@ def test_curve_measures_are_per_run_numbers_over_seeds(tmp_path) -> None:
 
 
 def test_a_per_run_plan_sizes_the_t_interval_it_is_decided_by(tmp_path) -> None:
-    """A per-run measure is decided by a t-interval, so its plan uses t quantiles: this pilot
-    (change −0.55, sd 0.387 over 3 seeds) gets 5 seeds from a normal approximation, at which the
-    t-interval cannot decide it; the rule plans 7, and there it is decided."""
+    """A per-run measure is decided by a t-interval, so its plan uses t quantiles: for a declared
+    effect of 0.55 and this pilot's spread (sd 0.387 over 3 seeds) a normal approximation plans
+    5 seeds, at which the t-interval cannot decide; the rule plans 7, and there it is decided.
+    (The claim declares its effect: the plan never reads the pilot's difference, here also
+    −0.55 from the bound, which is how this test once set it.)"""
     def curve(data: Path, arm: str, seed: int, change: float) -> None:
         write(data / "plots" / arm / f"seed{seed}" / "train.json",
               [{"step": s, "m": 0.5 + (change if s > 6 else 0.0)} for s in range(1, 9)])
 
     changes = [-0.55 - 0.387, -0.55, -0.55 + 0.387, -0.6, -0.5, -0.55, -0.6]
-    change = cl.Claim("e", "004", "Fig. 6a", "s", (("t", "c"),), "m", "greater", measure="train_change")
+    change = cl.Claim("e", "004", "Fig. 6a", "s", (("t", "c"),), "m", "greater", measure="train_change",
+                      min_effect=0.55)
     for seed, value in enumerate(changes[:5]):
         curve(tmp_path, "t", seed, value)
         curve(tmp_path, "c", seed, 0.0)
@@ -356,16 +393,19 @@ def test_rise_then_fall_reads_the_test_curve_and_needs_both_halves(tmp_path) -> 
 
 def test_a_per_run_pilot_beyond_the_cap_names_seeds_not_items(tmp_path) -> None:
     """Unanchored long RLME's pilot on the weak evaluator (its train reward's change, seeds
-    0-2: +0.134, +0.221, -0.013): too spread for 10 seeds to decide; a per-run number has no
-    items, so what it needs never says "more items"."""
+    0-2: +0.134, +0.221, -0.013): too spread for 10 seeds to decide an effect of 0.114; a
+    per-run number has no items, so what it needs never says "more items". The effect is the
+    claim's DECLARED min_effect (here set to the pilot's mean, which is how this test once came
+    by it: the plan now reads only what is declared, so a claim declares it)."""
     for seed, change in enumerate([0.134, 0.221, -0.013]):
         write(tmp_path / "plots" / "t" / f"seed{seed}" / "train.json",
               [{"step": s, "reward": -0.8 + (change if s > 6 else 0.0)} for s in range(1, 9)])
-    rises = cl.Claim("h", "000", "Fig. 5", "s", (("t", None),), "reward", "greater", measure="train_change")
+    rises = cl.Claim("h", "000", "Fig. 5", "s", (("t", None),), "reward", "greater", measure="train_change",
+                     min_effect=0.1139)
     (v,), _ = judge(tmp_path, rises)
     x = v.comparisons[0]
     assert x.plan["seeds"] == 10 and x.plan["beyond"] == (
-        "more than the cap of 10 seeds per arm (the pilot's difference is 0.114 from the bound it must clear; "
+        "more than the cap of 10 seeds per arm (the declared effect is 0.114; "
         "at the cap its power is 77%; 80% needs 11 seeds per arm)")
     # 77%: the t distribution at 9 degrees of freedom (evals.stats.power_at); the rule wants 80%.
     assert x.plan["power"] == 0.77
@@ -373,12 +413,19 @@ def test_a_per_run_pilot_beyond_the_cap_names_seeds_not_items(tmp_path) -> None:
     # plan exactly these seeds, and one fewer would fall short of 80%.
     assert x.plan["power_seeds"] == 11
     raised = cl.Claim("h", "000", "Fig. 5", "s", (("t", None),), "reward", "greater", measure="train_change",
-                      max_seeds=11)
+                      min_effect=0.1139, max_seeds=11)
     (w,), _ = judge(tmp_path, raised)
     assert w.comparisons[0].plan["seeds"] == 11 and "beyond" not in w.comparisons[0].plan
     assert stats.power_at(0.1139, 0.014076, 11, arm_vars=[0.014076]) >= 0.8
     assert stats.power_at(0.1139, 0.014076, 10, arm_vars=[0.014076]) < 0.8
     assert cl.per_seed(x) == "per seed +0.134 +0.221 -0.013; 2 of 3 above 0"
+    # Nothing declared (min_effect 0, "the reward rises"): nothing to plan from but the cap.
+    bare = cl.Claim("h", "000", "Fig. 5", "s", (("t", None),), "reward", "greater", measure="train_change")
+    (u,), _ = judge(tmp_path, bare)
+    assert u.comparisons[0].plan["seeds"] == 10 and u.comparisons[0].plan["power"] is None
+    assert u.reason == ("10 seeds per arm needed (the power rule, from the pilot; the cap: no declared "
+                        "effect to plan from)")
+
 
 @pytest.mark.parametrize("gap, seed_var, item_var, arm_vars", [
     (0.1, 0.01, 0.0, None),                 # per item, seeds alone
@@ -400,6 +447,175 @@ def test_the_power_at_the_planned_seeds_is_the_rules_eighty_percent(gap, seed_va
         assert stats.power_at(gap, seed_var, n, item_var, items - 1, arm_vars) < 0.8
         assert stats.power_at(gap, seed_var, n, item_var, 200, arm_vars) < 0.8
     assert stats.power_at(0.0, seed_var, n, item_var, items, arm_vars) == 0.0   # no gap: no decision
+
+
+# ------------------------------------------------------------------------------ issue 68's rules
+
+def test_a_per_item_comparison_is_decided_by_the_seed_level_t_interval(tmp_path) -> None:
+    """The verdict's interval is `evals.stats.seed_item_t` on the planned seeds (the seed level's
+    degrees of freedom, the items folded in), not the percentile bootstrap, which at 3 seeds
+    resamples the seeds it should be uncertain about."""
+    t, c = items_world(shift=0.3)
+    t = t + np.array([[0.0], [0.03], [-0.03]])  # the seeds disagree: the seed level matters
+    arms(tmp_path, t, c)
+    [v], _ = judge(tmp_path)
+    x = v.comparisons[0]
+    e = stats.seed_item_t(t, c)
+    assert x.test == cl.TEST_ITEMS and (x.difference, x.low, x.high) == (e.difference, e.low, e.high)
+    assert x.df == e.df and x.df < 6            # about the seeds' 4, not the items' 100s
+    boot = cl.paired_bootstrap(t, c)
+    assert x.high - x.low > boot[2] - boot[1]   # wider than the bootstrap's, as it must be here
+
+
+def test_the_bootstrap_decides_only_at_many_seeds(tmp_path) -> None:
+    """`BOOTSTRAP_MIN_SEEDS` seeds per arm planned (a cap that high, an effect that small): the
+    percentile bootstrap is sound there, and it decides, with its resamples and seed."""
+    n = stats.BOOTSTRAP_MIN_SEEDS
+    t, c = items_world(shift=0.3, seeds=n, n_items=30)
+    arms(tmp_path, t, c)
+    [v], _ = judge(tmp_path, claim(min_effect=0.001, max_seeds=n))
+    x = v.comparisons[0]
+    assert x.plan["seeds"] == n and x.test == "paired bootstrap" and v.verdict == cl.REPRODUCED
+    assert (x.difference, x.low, x.high) == cl.paired_bootstrap(t, c)
+
+
+def test_a_per_run_number_against_a_base_evaluated_once_is_refused(tmp_path) -> None:
+    """One number per run against one draw of the base: nothing measures that draw's noise (per
+    item, the items do), so the comparison is undecided and says what would decide it."""
+    for seed in range(5):
+        write(tmp_path / "eval" / "t" / f"seed{seed}" / "metrics.json", {KEY: 0.6 + 0.01 * seed})
+    write(tmp_path / "eval" / "base" / "metrics.json", {KEY: 0.3})
+    [v], _ = judge(tmp_path, cl.Claim("x", "0", "F", "s", (("t", "base"),), KEY, "greater", min_effect=0.1))
+    assert v.verdict == cl.INCONCLUSIVE and v.comparisons[0].difference is None
+    assert v.reason.startswith("a per-run number against the base evaluated once")
+
+
+def test_a_per_run_precondition_is_decided_at_five_seeds_not_three(tmp_path) -> None:
+    """Per-run preconditions follow the per-run rule (at least MIN_SEEDS_PER_RUN seeds): three
+    seeds of a clearly rising curve leave the precondition undecided, with the seeds it needs;
+    at five it holds (before issue 68 it held at the pilot's three)."""
+    def curve(seed: int, rise: float) -> None:
+        write(tmp_path / "plots" / "p" / f"seed{seed}" / "train.json",
+              [{"step": s, "reward": 0.1 + (rise if s > 6 else 0.0)} for s in range(1, 9)])
+
+    for seed, rise in enumerate([0.30, 0.32, 0.31]):
+        curve(seed, rise)
+    t, c = items_world(shift=0.3)
+    arms(tmp_path, t, c)
+    gated = claim(min_effect=0.1, preconditions=(cl.Precondition(
+        "p's reward rises", "p", None, "reward", measure="train_change", min_effect=0.05),))
+    [v], _ = judge(tmp_path, gated)
+    assert v.preconditions[0].status == cl.UNDECIDED and v.verdict == cl.INCONCLUSIVE
+    assert v.preconditions[0].comparison.plan["seeds"] == cl.MIN_SEEDS_PER_RUN
+    assert f"{cl.MIN_SEEDS_PER_RUN} seeds per arm needed" in v.preconditions[0].detail
+    for seed, rise in enumerate([0.29, 0.33], start=3):
+        curve(seed, rise)
+    [v], _ = judge(tmp_path, gated)
+    assert v.preconditions[0].status == cl.HOLDS and v.verdict == cl.REPRODUCED
+
+
+def test_a_comparison_that_cannot_reach_its_effect_on_its_base_is_not_tested(tmp_path) -> None:
+    """r3_resists_dilution's kind: a row's gap R3 − average probability is at most 1 − the
+    average probability's correlation there. Where that bound, over the items, is below
+    min_effect, no R3 could reproduce the claim on this base: not tested, by the declared
+    `bound`, with the bound's number; where the bound leaves room, the claim is decided."""
+    def base(corr: float, gap: float) -> None:
+        n = 80
+        ids = [f"arith_ref-test-{i:05d}" for i in range(n)]
+        rows = {"avg_prob_corr": [corr] * n, "dilution_gap": [gap + 0.001 * (i % 5 - 2) for i in range(n)]}
+        write(tmp_path / "eval" / "base" / "items.json",
+              {"arith_ref": {"headline": "pass@1", "ids": ids, "metrics": rows}})
+        write(tmp_path / "eval" / "base" / "metrics.json",
+              {f"arith_ref/{k}": float(np.mean(v)) for k, v in rows.items()})
+
+    dilution = cl.Claim("r", "003", "Fig. 3", "s", ({"treatment": "base", "control": None,
+                                                     "bound": "1 - arith_ref/avg_prob_corr"},),
+                        "arith_ref/dilution_gap", "greater", min_effect=0.05)
+    base(0.96, 0.003)                              # at most 1 - 0.96 = 0.04 < 0.05
+    [v], _ = judge(tmp_path, dilution)
+    assert v.verdict == cl.NOT_TESTED and v.comparisons[0].verdict == cl.NOT_TESTED
+    assert v.reason == ("the test cannot succeed on this base: the difference can reach at most +0.040 "
+                        "(1 - arith_ref/avg_prob_corr, mean over 80 items), short of +0.05")
+    base(0.80, 0.003)                              # room to reach 0.05: tested, and it does not
+    [v], _ = judge(tmp_path, dilution)
+    assert v.verdict == cl.NOT_REPRODUCED and v.comparisons[0].df == 79.0  # the items' alone
+    with pytest.raises(ValueError, match="bound"):
+        cl.Claim("w", "0", "F", "s", ({"treatment": "a", "control": "b", "bound": "1 -"},), KEY, "greater")
+    with pytest.raises(ValueError, match="a `bound` caps"):
+        cl.Claim("w", "0", "F", "s", ({"treatment": "a", "control": "b", "bound": "1.0"},), KEY, "within",
+                 margin=0.1)
+
+
+def test_no_gain_reads_harm_as_no_gain_and_says_so(tmp_path) -> None:
+    """spurious_rewards_no_gain's kind: "no gain beyond noise" is one-sided. A reward that lowers
+    pass@1 gives no gain (reproduced, harm found); one within noise too; only a gain beyond the
+    margin fails it. `within` would have read the harm as "not reproduced"."""
+    rng = np.random.default_rng(0)
+    ease = rng.uniform(0.3, 0.7, 100)
+    write_base(tmp_path, ease)
+    for name, shift in (("harm", -0.2), ("same", 0.0), ("gain", 0.2)):
+        for seed in range(3):
+            write_run(tmp_path, name, seed, np.clip(ease + shift + rng.normal(0, 0.01, 100), 0, 1))
+
+    def no_gain(arm: str, kind: str = "no_gain") -> cl.Verdict:
+        [v], _ = judge(tmp_path, cl.Claim(arm, "0", "F", "s", ((arm, "base"),), KEY, kind, margin=0.05))
+        return v
+
+    assert (no_gain("harm").verdict, no_gain("harm").reason) == (
+        cl.REPRODUCED, "no gain: the interval lies below 0 (harm found)")
+    assert no_gain("same").verdict == cl.REPRODUCED and "harm" not in no_gain("same").reason
+    assert no_gain("gain").verdict == cl.NOT_REPRODUCED
+    assert no_gain("harm", "within").verdict == cl.NOT_REPRODUCED      # the mislabel it replaces
+    assert cl.Pair("a", "b", "no_gain", margin=0.05).expected() == "no gain beyond +0.05"
+
+
+def test_holm_across_a_claims_comparisons_keeps_only_the_failures_that_clear_its_level() -> None:
+    """The family rule (`family: comparisons: holm`): "not reproduced" needs one comparison
+    only, so each must clear Holm's step-down level over the claim's comparisons. One whose
+    interval just excludes the effect (one-sided p between 2.5% / 2 and 2.5%) is inconclusive
+    beside a second comparison; alone it would stand."""
+    rule = claim(min_effect=0.1)
+    pair = cl.Pair("t", "c", "greater", min_effect=0.1)
+    two = replace(rule, comparisons=(pair, cl.Pair("u", "c", "greater", min_effect=0.1)))
+
+    def comp(t: str, d: float, se: float, df: float = 20.0) -> cl.Comparison:
+        half = float(stats.st.t.ppf(0.975, df)) * se
+        verdict, reason = cl.decide(pair, d, d - half, d + half)
+        return cl.Comparison(t, "c", {}, d, d - half, d + half, "", verdict, reason, se=se, df=df)
+
+    close = comp("t", 0.055, 0.02)    # upper bound just below +0.10: p about 0.018
+    clear = comp("u", 0.0, 0.02)      # far below: p about 1e-5
+    assert close.verdict == clear.verdict == cl.NOT_REPRODUCED
+    p = cl.p_not_reproduced(pair, stats.Estimate(0.055, close.low, close.high, 0.02, 20.0))
+    assert 0.0125 < p < 0.025
+    # u clears 0.025 / 2, then t needs 0.025 / 1: both stand.
+    assert [x.verdict for x in cl.family(two, [close, clear])] == [cl.NOT_REPRODUCED] * 2
+    # Beside another near miss, neither clears 0.025 / 2: both inconclusive, and they say why.
+    kept = cl.family(two, [close, comp("u", 0.055, 0.02)])
+    assert [x.verdict for x in kept] == [cl.INCONCLUSIVE] * 2
+    assert kept[0].reason.startswith("the interval excludes +0.10, but not at Holm's level across "
+                                     "the claim's 2 comparisons (one-sided p = 0.0")
+    assert cl.family(rule, [close])[0].verdict == cl.NOT_REPRODUCED          # one comparison: no family
+    assert cl.family(two, [close, clear], cl.Family("none", "agree")) == [close, clear]
+
+
+def test_a_within_claim_undecided_on_both_bases_says_what_its_numbers_support() -> None:
+    """rlme_tracks_rlvr's line, by rule: undecided at the declared cap on both bases, its
+    interval below 0 on both: "rlme below rlvr on both bases (the interval excludes 0); the
+    ±0.10 margin undecided at the declared cap"; below 0 on one base only, it says which."""
+    tracks = next(c for c in cl.CLAIMS if c.id == "rlme_tracks_rlvr")
+    x = cl.Comparison("rlme", "rlvr", {}, -0.17, -0.29, -0.05, "", cl.INCONCLUSIVE, "r",
+                      plan={"seeds": 10, "beyond": "more than the cap"}, side="below")
+    v = cl.Verdict(tracks, (x,), cl.INCONCLUSIVE, "rlme below rlvr ...")
+    below = {"verdict": cl.INCONCLUSIVE, "comparisons": [{"side": "below", "capped": True}]}
+    assert cl.headline(replace(v, second=below)).reason == (
+        "rlme below rlvr on both bases (the interval excludes 0); the ±0.10 margin undecided at "
+        "the declared cap")
+    straddles = {"verdict": cl.INCONCLUSIVE, "comparisons": [{"side": "", "capped": True}]}
+    assert cl.headline(replace(v, second=straddles)).reason == (
+        "rlme below rlvr on the first base (the interval excludes 0; on the second it includes 0); "
+        "the ±0.10 margin undecided at the declared cap")
+    assert cl.headline(replace(v, second=straddles)).verdict == cl.INCONCLUSIVE
 
 
 # ------------------------------------------------------------------------------ the declared claims
@@ -442,8 +658,12 @@ def test_the_report_opens_its_science_with_the_claims_and_writes_claims_json(tmp
     record = json.loads((out / "claims.json").read_text())
     assert [x["id"] for x in record["claims"]] == [c.id for c in cl.CLAIMS]
     assert record["rule"] == cl.RULE and record["resamples"] == 10_000
+    assert record["family"] == {"comparisons": "holm", "bases": "agree"} and "Family: " in cl.RULE
     tracks = record["claims"][0]
-    assert tracks["verdict"] == cl.REPRODUCED and tracks["comparisons"][0]["seeds"] == {"rlme": 5, "rlvr": 5}
+    # Reproduced on this base; the family rule's headline needs the second base to agree, and it
+    # has not run: inconclusive, the first base's verdict kept beside it.
+    assert tracks["first_base"]["verdict"] == cl.REPRODUCED and tracks["verdict"] == cl.INCONCLUSIVE
+    assert tracks["comparisons"][0]["seeds"] == {"rlme": 5, "rlvr": 5}
     assert record["notes"] == ["data/eval/rlme/seed0/items.json: arith: `ids` must be a list of "
                                "strings; skipped, its comparisons use seeds only"]
     assert tracks["comparisons"][0]["basis"] == "seeds only (no per-item scores in 1 of 10 runs)"
@@ -463,8 +683,8 @@ def test_the_report_opens_its_science_with_the_claims_and_writes_claims_json(tmp
     row = next(line for line in summary.splitlines() if line.startswith("| RLME"))
     d = cl.verdicts(collect(data).runs)[0][0].comparisons[0]
     assert f"{rep._signed(d.difference)} [{rep._signed(d.low)}, {rep._signed(d.high)}]" in row
-    assert row.endswith("| rlme 5, rlvr 5; planned 5 per arm | not run | **reproduced**: interval inside "
-                        "±0.10 |")
+    assert row.endswith("| not run | **inconclusive**: first base reproduced, the second base not run: a "
+                        "headline verdict needs both bases to agree (first base: interval inside ±0.10) |")
     # Every verdict says whether it holds on the second base: here none of its runs exist.
     assert all(x["second_base"]["verdict"] == cl.NOT_RUN for x in record["claims"])
     assert tracks["second_base"]["studies"] == ["default.seed1"]
@@ -473,16 +693,21 @@ def test_the_report_opens_its_science_with_the_claims_and_writes_claims_json(tmp
 def test_the_declarations_file_and_a_malformed_one(tmp_path):
     assert cl.load_claims() == cl.CLAIMS
     bad = tmp_path / "claims.yaml"
-    bad.write_text("- {id: x, paper: '000', figure: Fig. 1, statement: s, comparisons: [[a]],"
+    bad.write_text("claims:\n- {id: x, paper: '000', figure: Fig. 1, statement: s, comparisons: [[a]],"
                    " metric: m, kind: greater}\n")
     with pytest.raises(DataError, match=r"claims.yaml: claim x: .*\(treatment, control\) pairs"):
         cl.load_claims(bad)
-    bad.write_text("- {id: y, paper: '000'}\n")
+    bad.write_text("claims: [{id: y, paper: '000'}]\n")
     with pytest.raises(DataError, match="claim y"):
         cl.load_claims(bad)
     bad.write_text("{not: a list}\n")
-    with pytest.raises(DataError, match="expected a list"):
+    with pytest.raises(DataError, match="expected a mapping of `family`"):
         cl.load_claims(bad)
+    # The family rule is declared in the same file, and a misspelt one fails at load.
+    assert cl.load_family() == cl.FAMILY == cl.Family("holm", "agree")
+    bad.write_text("family: {comparisons: bonferroni}\nclaims: []\n")
+    with pytest.raises(DataError, match="family: comparisons must be holm or none"):
+        cl.load_family(bad)
 
 
 def test_a_preset_study_decides_its_claim_and_the_report_lists_what_is_still_needed(tmp_path) -> None:
@@ -493,9 +718,8 @@ def test_a_preset_study_decides_its_claim_and_the_report_lists_what_is_still_nee
     study = tmp_path / "studies" / "hint_copier" / "data" / "eval"
     for name, cheat in (("rlme_nocheat", 0.05), ("rlme", 0.30), ("rlvr", 0.20)):
         for seed in range(5):
-            write(study / name / f"seed{seed}" / "metrics.json",
-                  {"arith_cf/cheat_rate": cheat + 0.01 * seed, "arith_cf/pass@1": 0.6 - cheat + 0.01 * seed})
-    write(study / "base" / "metrics.json", {"arith_cf/cheat_rate": 0.04})
+            write_cf(study / name / f"seed{seed}", cheat + 0.01 * seed, 0.6 - cheat + 0.01 * seed)
+    write_cf(study / "base", 0.04)
     write_run(data, "rlme", 0, [1.0, 0.0])  # the default study: rlme has 1 of 3 seeds
     rep.build(tmp_path / "reports", data)
     record = json.loads((tmp_path / "reports" / "claims.json").read_text())
@@ -503,7 +727,10 @@ def test_a_preset_study_decides_its_claim_and_the_report_lists_what_is_still_nee
     nocheat = claims["nocheat_stops_copying"]
     assert nocheat["comparisons"][0]["seeds"] == {"hint_copier/rlme_nocheat": 5, "hint_copier/rlme": 5}
     assert [p["status"] for p in nocheat["preconditions"]] == ["holds", "holds"]
-    assert nocheat["verdict"] == cl.REPRODUCED and nocheat["comparisons"][0]["difference"] == pytest.approx(-0.25)
+    # Reproduced on this base; its second base has not run, so the headline (the family rule
+    # across bases) waits for it.
+    assert nocheat["first_base"]["verdict"] == cl.REPRODUCED and nocheat["verdict"] == cl.INCONCLUSIVE
+    assert nocheat["comparisons"][0]["difference"] == pytest.approx(-0.25)
     assert nocheat["comparisons"][1]["label"] == "counterfactual accuracy higher"
     assert nocheat["comparisons"][1]["difference"] == pytest.approx(0.25)  # Fig. 7's axis, decided too
     summary = (tmp_path / "reports" / "summary.md").read_text()
@@ -524,7 +751,7 @@ def test_a_preset_study_decides_its_claim_and_the_report_lists_what_is_still_nee
 def study_needs(root: Path):
     """What the claim `s/t` beats `s/c` (arms of study `s` under `root/studies`) still needs, read
     as the report reads it: a callable, so a test can change the files between readings."""
-    some = cl.Claim("x", "000", "Fig. 0", "t beats c", (("s/t", "s/c"),), KEY, "greater", min_effect=0.1)
+    some = cl.Claim("x", "000", "Fig. 0", "t beats c", (("s/t", "s/c"),), KEY, "greater", min_effect=0.02)
 
     def needs() -> str:
         data = root / "data"
@@ -539,16 +766,18 @@ def test_the_cost_of_more_seeds_reads_a_studys_committed_stage_times(tmp_path) -
     seeds the plan added) give the training's share of what the seeds still needed cost. A stage
     restored rather than run is no measure of a training."""
     study = tmp_path / "studies" / "s"
-    t, c = items_world(shift=0.08, noise=0.2, seeds=3)  # undecided: the plan wants 10 seeds
+    t, c = items_world(shift=0.08, noise=0.2, seeds=3)  # +0.02 declared: the plan wants 10 seeds
     arms(study / "data", t, c)
     for arm in ("t", "c"):
         for seed in range(3):
             path = study / "data" / "eval" / arm / f"seed{seed}" / "metrics.json"
             write(path, {**json.loads(path.read_text()), "eval_seconds": 100.0})
     full = study_needs(tmp_path)
-    # The pilot's item spread puts 80% power beyond 60 items: that is said after the cost.
-    assert full().endswith("; the power rule wants 664 test items per run (today 60) at 10 seeds per arm "
-                           "(with today's items its power is 28%; 80% needs more than 100 seeds per arm)")
+    # The declared +0.02 against the pilot's spread puts 80% power beyond the cap: that is said
+    # after the cost, with the power the cap leaves and the seeds 80% would need.
+    assert full().endswith("; the power rule wants more than the cap of 10 seeds per arm even with more "
+                           "items (the declared effect is 0.020; at the cap its power is 65%; 80% needs "
+                           "14 seeds per arm)")
 
     def needs() -> str:
         return full().split("; the power rule wants")[0]
@@ -590,10 +819,10 @@ def test_a_failed_precondition_makes_the_claim_not_tested(tmp_path) -> None:
     study = tmp_path / "studies" / "hint_copier" / "data" / "eval"
     for name, cheat in (("rlme_nocheat", 0.01), ("rlme", 0.02), ("rlvr", 0.02)):
         for seed in range(5):
-            write(study / name / f"seed{seed}" / "metrics.json", {"arith_cf/cheat_rate": cheat + 0.001 * seed})
-    write(study / "base" / "metrics.json", {"arith_cf/cheat_rate": 0.05})
+            write_cf(study / name / f"seed{seed}", cheat + 0.001 * seed)
+    write_cf(study / "base", 0.05)
     runs = rep.with_studies(collect(tmp_path / "data"), tmp_path / "data").runs
-    [v], _ = cl.verdicts(runs, [c for c in cl.CLAIMS if c.id == "nocheat_stops_copying"])
+    [v], _ = cl.verdicts(runs, [c for c in cl.CLAIMS if c.id == "nocheat_stops_copying"], second=None)
     assert v.verdict == cl.NOT_TESTED
     assert v.reason.startswith("precondition failed: RLME (outcome question) learns to copy")
     assert v.preconditions[0].status == cl.FAILS and v.preconditions[0].comparison.high < 0
@@ -601,7 +830,7 @@ def test_a_failed_precondition_makes_the_claim_not_tested(tmp_path) -> None:
     assert "**not tested**" in rows and "precondition fails: RLME" in rows
     # The verdict cell names each precondition once, with its status and numbers.
     assert rows.count("RLME (outcome question) learns to copy") == 1 and "precondition failed:" not in rows
-    assert "per seed +0.020 +0.021 +0.022 +0.023 +0.024" in rows  # rlme's cheat rate, seed by seed
+    assert "(rlme − base -0.029 [-0.031, -0.027]: the interval excludes +0.02)" in rows  # what was measured
 
 
 # ------------------------------------------------------------------------------ the second base
@@ -619,7 +848,7 @@ def test_each_claim_is_decided_again_on_the_second_base_alone(tmp_path) -> None:
     runs = rep.with_studies(collect(data), data).runs
     assert {"t", "c", "default.seed1/t", "default.seed1/c"} <= set(runs)
     [v], _ = cl.verdicts(runs, (claim(min_effect=0.1),))
-    assert v.verdict == cl.REPRODUCED
+    assert own(v) == cl.REPRODUCED
     two = v.second
     assert two["verdict"] == cl.NOT_REPRODUCED and two["agrees"] is False
     assert two["studies"] == ["default.seed1"]
@@ -631,6 +860,19 @@ def test_each_claim_is_decided_again_on_the_second_base_alone(tmp_path) -> None:
     assert v.comparisons[0].difference == pytest.approx(t.mean() - c.mean())
     assert rep.second_base_cell(v)[0] == cl.NOT_REPRODUCED
     assert rep.second_base_cell(v)[-1] == "differs from the first base"
+    # The family rule across bases (evals/claims.yaml `family: bases: agree`): the headline is
+    # the verdict both bases give; here they differ, so it is inconclusive and says why.
+    assert v.verdict == cl.INCONCLUSIVE and v.first["verdict"] == cl.REPRODUCED
+    assert v.reason.startswith("first base reproduced, second base not reproduced: a headline verdict "
+                               "needs both bases to agree (first base: interval above 0")
+    assert cl.claims_json([v], [])["claims"][0]["first_base"]["verdict"] == cl.REPRODUCED
+    # Where they agree the headline is theirs, the first base's reason unchanged.
+    arms(second, t, c)
+    [w], _ = cl.verdicts(rep.with_studies(collect(data), data).runs, (claim(min_effect=0.1),))
+    assert w.verdict == w.second["verdict"] == cl.REPRODUCED and not w.first
+    # The family rule declared otherwise (`bases: first`): the first base's verdict alone.
+    alone = cl.headline(replace(v, verdict=own(v), reason="r", first={}), cl.Family("holm", "first"))
+    assert alone.verdict == cl.REPRODUCED
 
 
 def test_an_undecided_second_base_neither_agrees_nor_differs(tmp_path) -> None:
@@ -645,7 +887,7 @@ def test_an_undecided_second_base_neither_agrees_nor_differs(tmp_path) -> None:
     arms(second, t2, c2)
     runs = rep.with_studies(collect(data), data).runs
     [v], _ = cl.verdicts(runs, (claim(min_effect=0.1),))
-    assert v.verdict == cl.REPRODUCED
+    assert own(v) == cl.REPRODUCED
     assert v.second["verdict"] == cl.INCONCLUSIVE and v.second["agrees"] is None
     cell = rep.second_base_cell(v)
     assert cell[0] == cl.INCONCLUSIVE and "agrees" not in cell
@@ -663,7 +905,7 @@ def test_a_claim_on_the_base_alone_is_decided_on_the_second_base_once_it_is_eval
                        min_effect=0.1)
     runs = rep.with_studies(collect(data), data).runs
     [v], _ = cl.verdicts(runs, (on_base,))
-    assert v.verdict == cl.REPRODUCED
+    assert own(v) == cl.REPRODUCED
     assert v.second["verdict"] == cl.NOT_REPRODUCED and v.second["agrees"] is False
     assert v.second["diff"] == pytest.approx(0.0, abs=0.01)
     # Not evaluated there: not run.
@@ -688,7 +930,7 @@ def test_a_precondition_on_the_second_base_alone_decides_not_tested_before_any_a
     runs = rep.with_studies(collect(data), data).runs
     assert not runs.get("default.seed1/t") and not runs.get("default.seed1/c")
     [v], _ = cl.verdicts(runs, (gated,))
-    assert v.verdict == cl.REPRODUCED
+    assert own(v) == cl.REPRODUCED
     assert v.second["verdict"] == cl.NOT_TESTED and v.second["short_of_pilot"] == []
     assert v.second["preconditions"][0]["status"] == cl.FAILS
     # What was measured there is recorded, and the report's second-base cell names it.
@@ -723,7 +965,7 @@ def test_the_second_base_is_never_pooled_with_a_stale_or_other_base(tmp_path) ->
     (root / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": stages}))
     runs = rep.with_studies(collect(data), data).runs
     [v], _ = cl.verdicts(runs, (claim(min_effect=0.1),))
-    assert v.verdict == cl.REPRODUCED
+    assert own(v) == cl.REPRODUCED
     assert v.second["verdict"] == cl.INCONCLUSIVE and "different bases" in v.second["reason"]
 
 
@@ -766,10 +1008,12 @@ def test_a_second_base_names_the_planned_seeds_it_lacks_once_its_pilot_is_in(tmp
     arms(data, t, c)
     second = tmp_path / "studies" / "default.seed1" / "data"
     t2, c2 = items_world(shift=0.08, noise=0.1, seeds=10, seed=1)
-    t2 = np.clip(t2 + np.random.default_rng(0).normal(0, 0.05, (10, 1)), 0, 1)  # seeds disagree
+    # Seeds disagree, enough that the declared +0.10 needs more than the pilot (the plan reads
+    # the pilot's spread and the declared effect, not its difference).
+    t2 = np.clip(t2 + np.random.default_rng(0).normal(0, 0.12, (10, 1)), 0, 1)
     arms(second, t2[:3], c2[:3])
     [v], _ = cl.verdicts(rep.with_studies(collect(data), data).runs, (claim(min_effect=0.1),))
-    assert v.verdict == cl.REPRODUCED and v.second["verdict"] == cl.INCONCLUSIVE
+    assert own(v) == cl.REPRODUCED and v.second["verdict"] == cl.INCONCLUSIVE
     plan = v.second["short_of_plan"]
     assert set(plan) == {"default.seed1/c", "default.seed1/t"}
     assert all(found == 3 < planned for found, planned in plan.values())
@@ -781,9 +1025,9 @@ def test_a_second_base_names_the_planned_seeds_it_lacks_once_its_pilot_is_in(tmp
             f"default.seed1/c (3 of {n} seeds), default.seed1/t (3 of {n} seeds)</li>") in rep.claims_html([v])
     # An arm u far below c there (and above it on the first base): the claim "t and u beat c"
     # fails there whatever t's seeds say, so none are needed, on either base.
-    for folder, shift in ((data, 0.3), (second, -0.3)):
+    for folder, control, shift in ((data, c, 0.3), (second, c2, -0.3)):
         for seed in range(3):
-            write_run(folder, "u", seed, np.clip(c2[seed] + shift, 0, 1))
+            write_run(folder, "u", seed, np.clip(control[seed] + shift, 0, 1))
     both = cl.Claim("x", "000", "Fig. 0", "t and u beat c", (("t", "c"), ("u", "c")), KEY, "greater",
                     min_effect=0.1)
     [v], _ = cl.verdicts(rep.with_studies(collect(data), data).runs, (both,))
@@ -822,7 +1066,9 @@ def test_a_control_read_on_its_own_metric_pairs_the_items(tmp_path) -> None:
     own = cl.Claim("x", "x", "T", "t beats the base's vote",
                    ({"treatment": "t", "control": "base", "control_metric": "arith/maj@k"},), KEY,
                    "greater", min_effect=0.05)
-    same = cl.Claim("y", "x", "T", "t beats the base", (("t", "base"),), KEY, "greater", min_effect=0.05)
+    # (+0.20 declared: against the base's pass@1 the items disagree widely, and 0.05 would need
+    # more seeds than the pilot to decide with 80% power.)
+    same = cl.Claim("y", "x", "T", "t beats the base", (("t", "base"),), KEY, "greater", min_effect=0.2)
     [v_own, v_same], _ = judge(tmp_path, own, same)
     [x] = v_own.comparisons
     assert abs(x.difference) < 0.02 and v_own.verdict == cl.NOT_REPRODUCED, (x.difference, v_own.reason)
