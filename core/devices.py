@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import re
 from typing import Any
 
 from core.params import ParamsError
 
-__all__ = ["CUDA_DRIVER_FLOOR", "DeviceError", "autocast", "compute_dtype",
+__all__ = ["CUDA_DRIVER_FLOOR", "DeviceError", "autocast", "compute_dtype", "cpu_kind",
            "cuda_unavailable_reason", "model_device", "nvidia_smi_devices",
            "parse_visible_devices", "place", "require_cuda", "training_device", "visible_gpu_ids"]
 
@@ -247,3 +248,24 @@ def visible_gpu_ids(env: dict[str, str] | None = None) -> list[str]:
     except (OSError, subprocess.SubprocessError):
         return []
     return nvidia_smi_devices(out)
+
+
+def cpu_kind() -> str:
+    """What a CPU run's numbers depend on besides the code and its inputs: the architecture, the
+    vector instructions torch dispatches to, the processor model and torch's version. Recorded
+    with each run (run.json, metrics.json: `machine`); `make revalidate` asks for bitwise equality
+    only between runs of one kind (flows/revalidate.py).
+
+    >>> k = cpu_kind(); k.startswith(platform.machine()) and "torch" in k
+    True
+    """
+    import torch
+
+    model = ""
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f
+                          if line.startswith("model name")), "")
+    model = model or platform.processor()
+    isa = torch.backends.cpu.get_cpu_capability()
+    return " ".join(x for x in (platform.machine(), isa, model, f"torch {torch.__version__}") if x)

@@ -54,7 +54,7 @@ def train_config(params: Params, method: str | ResolvedMethod) -> dict:
               "grpo": run.grpo.model_dump(), "collapse": params.collapse.model_dump(),
               "heldout": {k: getattr(params.eval, k) for k in HELDOUT_KEYS},
               "base_model_path": params.base_model.path,
-              "code": code_digest(["flows.train", *entry.train_modules()]),
+              "code": code_digest(train_code(run)),
               **chat_config(params, run.name)}
     if entry.reads_components:
         config["components"] = files_digest(sorted(paths.COMPONENTS.glob("*.jsonl")))
@@ -105,18 +105,29 @@ def evaluate_config(params: Params, method: str | None) -> dict:
                                   else [q.model_dump() for q in probe.questions]
                                   for k in ("template", "questions", "end_marker")},
                     **chat_config(params, method)}
-    code = ["flows.evaluate"]
     if method is None:
         config["seed"] = params.seed  # the base's samples are drawn with the top-level seed
     else:
         family, cfg = params.method_config(method)
         config["family"] = family
-        entry = registered(family)
-        if entry.evaluate:  # the method's extra evaluation: its code and the settings it reads
-            code += entry.evaluate_modules()
+        if registered(family).evaluate:  # the method's extra evaluation: the settings it reads
             config["reward"] = cfg.model_dump()
-    config["code"] = code_digest(code)
+    config["code"] = code_digest(evaluate_code(params, method))
     return config
+
+
+def train_code(run: ResolvedMethod) -> list[str]:
+    """The modules whose import closure a training of `run` runs (its run file's `code` digest)."""
+    return ["flows.train", *registered(run.family).train_modules()]
+
+
+def evaluate_code(params: Params, method: str | None) -> list[str]:
+    """The modules whose import closure `evaluate@<method>` (None: `evaluate_base`) runs: the
+    evaluate stage and the method's own extra evaluation, if its registry entry has one."""
+    if method is None:
+        return ["flows.evaluate"]
+    entry = registered(params.method_config(method)[0])
+    return ["flows.evaluate", *(entry.evaluate_modules() if entry.evaluate else [])]
 
 
 def build_config(params: Params) -> dict:

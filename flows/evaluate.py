@@ -17,6 +17,7 @@ from prefect import flow
 
 from core import paths
 from core.cli import parser, run_main
+from core.devices import cpu_kind
 from core.io import read_json, write_json
 from core.methods import load_ref
 from core.methods import method as registered
@@ -82,6 +83,7 @@ def evaluate(params: Params, name: str, seed: int | None = None, *, device=None)
             model, tokenizer, cfg, params, prepared=paths.PREPARED, benchmarks=benchmarks,
             seed=seed, chat=chat))
     metrics["eval_seconds"] = round(time.time() - start, 1)
+    metrics["machine"] = cpu_kind()  # what bitwise equality of a re-run needs (flows/revalidate.py)
     write_json(paths.eval_dir(name, seed) / "items.json", items)
     write_json(paths.eval_dir(name, seed) / "metrics.json", metrics)
     # The run's headline numbers alone: the narrow file `dvc metrics show` prints (one row a run).

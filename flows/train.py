@@ -27,6 +27,7 @@ from prefect import flow
 from core import paths, ranks
 from core.cli import parser, run_main
 from core.codedeps import files_digest
+from core.devices import cpu_kind
 from core.io import read_jsonl, write_json
 from core.methods import metric_prefixes
 from core.params import ROOT, Params, ResolvedMethod, load
@@ -301,7 +302,8 @@ def train(params: Params, method: str | ResolvedMethod, seed: int,
     # The test split at each checkpoint: the independent collapse label's curve (flows/alarms.py).
     write_json(paths.plots_dir(method, seed) / "test.json", callback.label_history)
     summary = {"method": method, "run_id": run_id, "seed": seed, "config_hash": digest,
-               "base_model_md5": base_md5, "train_seconds": round(time.monotonic() - started, 1),
+               "base_model_md5": base_md5, "machine": cpu_kind(),
+               "train_seconds": round(time.monotonic() - started, 1),
                "steps": curve[-1]["step"] if curve else 0,
                "final_reward": curve[-1].get("reward") if curve else None,
                "collapsed": bool(monitor.events),
