@@ -1,8 +1,9 @@
 """The controls: `random` (docs/methods/random.md), `format` and `incorrect` (docs/methods/spurious.md).
 
 `random`: Uniform(0, 1) reward, seeded. The control for "does the reward carry any signal", and the
-denominator of every reward-overhead figure (docs/methods/shared.md). Seeded per call count so a
-rerun with the same seed sees the same reward stream.
+denominator of every reward-overhead figure (docs/methods/shared.md). Each training seed draws its
+own stream (seeded by `reward.random.seed` and the run's seed), so a study's seeds are independent
+replicates of the control, and a rerun of one seed sees the same stream.
 
 `format` and `incorrect` are the spurious-reward controls (arXiv 2506.10947): `format` pays 1.0
 for any boxed answer, `incorrect` pays 1.0 for a boxed answer that is WRONG (it reads the label, as
@@ -21,16 +22,17 @@ import numpy as np
 from rewards.majority import has_answer
 from rewards.verifiable import answers_match, completion_text, extract_boxed
 
-VERSION = "1"
+VERSION = "2"  # 2: one random stream per training seed (was one for every seed)
 
 
 class RandomReward:
     """TRL reward function returning i.i.d. Uniform(0,1) rewards from a seeded generator."""
 
-    def __init__(self, seed: int = 0):
+    def __init__(self, seed: int = 0, run_seed: int | None = None):
         self.__name__ = "random_uniform"
         self.seed = seed
-        self._rng = np.random.default_rng(seed)
+        # (seed, run_seed) seeds numpy's SeedSequence: one independent stream per training seed.
+        self._rng = np.random.default_rng(seed if run_seed is None else [seed, run_seed])
 
     def __call__(self, prompts, completions, **kwargs) -> list[float]:
         # On N ranks every rank draws the whole generation batch's rewards and keeps its own slice:
@@ -82,10 +84,11 @@ def incorrect_answer(prompts: Any, completions: Sequence[Any], answer: Sequence[
 
 
 def build(ctx: Any) -> Any:
-    """The random baseline's plan: a uniform reward stream seeded by `reward.random.seed`."""
+    """The random baseline's plan: a uniform reward stream seeded by `reward.random.seed` and the
+    run's seed (each seed of a study its own stream)."""
     from rewards import MethodPlan
 
-    return MethodPlan([RandomReward(seed=ctx.cfg.seed)])
+    return MethodPlan([RandomReward(seed=ctx.cfg.seed, run_seed=ctx.seed)])
 
 
 def build_format(ctx: Any) -> Any:

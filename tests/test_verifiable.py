@@ -96,6 +96,23 @@ def test_random_reward_is_seeded_uniform():
     assert RandomReward(seed=4)(prompts=[""] * 5, completions=[""] * 5) != a[:5]
 
 
+def test_random_reward_has_a_stream_per_training_seed():
+    """Each seed of a study is an independent replicate of the control (issue 68): the builder
+    seeds the stream by (reward.random.seed, the run's seed)."""
+    from types import SimpleNamespace
+
+    from rewards.baselines import build
+
+    def stream(run_seed: int) -> list[float]:
+        (reward,) = build(SimpleNamespace(cfg=SimpleNamespace(seed=0), seed=run_seed)).reward_funcs
+        return reward(prompts=[""] * 50, completions=[""] * 50)
+
+    assert stream(0) == stream(0)
+    assert stream(0) != stream(1) and stream(1) != stream(2)
+    assert RandomReward(seed=0, run_seed=1)(prompts=[""] * 5, completions=[""] * 5) != \
+        RandomReward(seed=1, run_seed=0)(prompts=[""] * 5, completions=[""] * 5)
+
+
 def test_golden_fixture_matches_version():
     """tests/fixtures/rlvr.jsonl changes only together with rewards.verifiable.VERSION."""
     import json
