@@ -13,7 +13,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PREFECT_HOME ?= $(abspath .prefect)
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
 
-.PHONY: setup base run study studies results test test-slow ci gpu-smoke mlflow-ui prefect-server prefect-worker prefect-deploy clean
+.PHONY: setup base run study studies results test test-slow ci gpu-smoke mlflow-ui revalidate prefect-server prefect-worker prefect-deploy clean
 
 setup: $(VENV)/.installed
 
@@ -58,6 +58,10 @@ ci: test test-ci
 
 gpu-smoke: setup  ## on one GPU, about 8 min (--budget-s): the 1-GPU presets' bounded rollouts and confidence/RLCER passes against core/memory.py's estimate, vLLM's weight sync, the old smoke; 2 GPUs: process-group timeout, vLLM server reuse (docs/gpu.md section 2)
 	scripts/gpu_smoke.sh $(ARGS)
+
+revalidate: setup  ## SINCE=<commit>: re-run the canaries of configs/revalidate.yaml; re-stamp dvc.lock where they match bit for bit (docs/revalidate.md)
+	@test -n "$(SINCE)" || { echo "make revalidate: name the commit its records were current at: make revalidate SINCE=<commit>"; exit 2; }
+	$(PY) -m flows.revalidate --since $(SINCE) $(ARGS)
 
 mlflow-ui: setup  ## compare methods in the MLflow UI on http://127.0.0.1:5000
 	@echo "runs table: $$($(PY) -m tasks.tracking --url)"

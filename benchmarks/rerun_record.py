@@ -27,67 +27,19 @@ import time
 from pathlib import Path
 
 from core.params import ROOT
+from flows.revalidate import compare as revalidate_compare
 
 TOL = 1e-6  # a float-order difference (another summation order) is not a different run
 CURVE_TOL = 1e-5  # a logged mean over a window of steps: float order moves it by about 1e-7
-TIMINGS = {"eval_seconds", "train_seconds"}
 RUN = re.compile(r"^(?P<method>[\w.-]+)/seed(?P<seed>\d+)$")
 OUT = ROOT / "benchmarks" / "results" / "rerun_record.json"
 
 
-def _read(path: Path):
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-
-
-def _numbers(d: dict | None) -> dict[str, float]:
-    return {k: float(v) for k, v in (d or {}).items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in TIMINGS}
-
-
 def compare(recorded: Path, rerun: Path, method: str, seed: int | None) -> dict:
-    """The rerun (a checkout's root) against the record (another checkout's root), one run
-    (`base` with seed None: the base's evaluation, which has no curve).
-
-    >>> import tempfile
-    >>> a, b = Path(tempfile.mkdtemp()), Path(tempfile.mkdtemp())
-    >>> for root, x, item in ((a, 0.5, 1), (b, 0.5 + 1e-9, 0)):
-    ...     (root / "data/eval/m/seed0").mkdir(parents=True)
-    ...     _ = (root / "data/eval/m/seed0/metrics.json").write_text(json.dumps(
-    ...         {"t/pass@1": x, "t/n": 2, "eval_seconds": x * 100}))
-    ...     _ = (root / "data/eval/m/seed0/items.json").write_text(json.dumps(
-    ...         {"t": {"ids": [1, 2], "metrics": {"c": [1, item]}}, "u": {"ids": [3]}}))
-    >>> r = compare(a, b, "m", 0)
-    >>> r["items_identical"], r["tasks_differing"], r["metrics_differing"]
-    (False, ['t'], {})
-    >>> for root, late in ((a, 0.5), (b, 0.6)):
-    ...     (root / "data/plots/m/seed0").mkdir(parents=True)
-    ...     _ = (root / "data/plots/m/seed0/train.json").write_text(json.dumps(
-    ...         [{"step": 5, "reward": 0.4}, {"step": 10, "reward": 0.4 + 1e-8}, {"step": 15, "reward": late}]))
-    >>> compare(a, b, "m", 0)["curve_first_differing_step"]
-    15.0
-    """
-    name = method if seed is None else f"{method}/seed{seed}"
-    where = Path("data") / "eval" / name
-    old_items, new_items = _read(recorded / where / "items.json"), _read(rerun / where / "items.json")
-    old_m, new_m = _numbers(_read(recorded / where / "metrics.json")), _numbers(_read(rerun / where / "metrics.json"))
-    tasks = sorted(set(old_items or {}) | set(new_items or {}))
-    differing = [t for t in tasks if (old_items or {}).get(t) != (new_items or {}).get(t)]
-    metrics = {k: [old_m.get(k), new_m.get(k)] for k in sorted(set(old_m) | set(new_m))
-               if k not in old_m or k not in new_m or abs(old_m[k] - new_m[k]) > TOL}
-    curve: dict[str, float] = {}
-    plots = Path("data") / "plots" / name / "train.json"
-    old_c, new_c = (_read(recorded / plots) or [], _read(rerun / plots) or []) if seed is not None else ([], [])
-    first = None  # the first logged step whose reward differs beyond float order: where they part
-    for old_row, new_row in zip(old_c, new_c):
-        a, b = _numbers(old_row), _numbers(new_row)
-        for k in set(a) & set(b):
-            curve[k] = max(curve.get(k, 0.0), abs(a[k] - b[k]))
-        if first is None and abs(a.get("reward", 0.0) - b.get("reward", 0.0)) > CURVE_TOL:
-            first = a.get("step")
-    return {"run": name, "found": old_items is not None and new_items is not None,
-            "items_identical": old_items is not None and not differing, "tasks_differing": differing,
-            "metrics_differing": metrics, "curve_rows": [len(old_c), len(new_c)],
-            "curve_max_abs_diff": {k: curve[k] for k in sorted(curve)}, "curve_first_differing_step": first}
+    """The rerun (a checkout's root) against the record (another checkout's root), one run (`base`
+    with seed None: the base's evaluation): `flows.revalidate.compare` (the one home of the
+    comparison, `make revalidate`'s) at this benchmark's float-order tolerances."""
+    return revalidate_compare(recorded, rerun, method, seed, tol=TOL, curve_tol=CURVE_TOL)
 
 
 def _git(*args: str, cwd: Path = ROOT) -> str:

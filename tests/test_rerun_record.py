@@ -31,12 +31,13 @@ def test_an_identical_rerun_and_a_different_one(tmp_path) -> None:
 
     r = compare(rec, same, "rlvr", 0)
     assert r["found"] and r["items_identical"] and r["metrics_differing"] == {}
-    assert r["curve_rows"] == [2, 2] and r["curve_max_abs_diff"]["reward"] < 1e-7
+    assert r["curve_rows"]["train"] == [2, 2] and r["curve_max_abs_diff"]["train:reward"] < 1e-7
+    assert r["matches"]
 
     r = compare(rec, other, "rlvr", 0)
     assert not r["items_identical"] and r["tasks_differing"] == ["arith"]
     assert r["metrics_differing"] == {"arith/pass@1": [0.85, 0.80]}
-    assert abs(r["curve_max_abs_diff"]["reward"] - 0.1) < 1e-9
+    assert abs(r["curve_max_abs_diff"]["train:reward"] - 0.1) < 1e-9 and not r["matches"]
     assert "no: arith" in table({"commit": "abc1234", "runs": [r]})
 
     # A run the rerun did not produce is not "identical".
@@ -55,6 +56,8 @@ def test_the_worked_examples_of_the_module_pass() -> None:
     import doctest
 
     import benchmarks.rerun_record as module
+    import flows.revalidate as home
 
-    result = doctest.testmod(module)
-    assert result.attempted > 0 and result.failed == 0
+    for m in (module, home):
+        result = doctest.testmod(m)
+        assert result.attempted > 0 and result.failed == 0, m.__name__
