@@ -399,11 +399,12 @@ def revalidate(since: str, only: list[str] | None, dry_run: bool, out: Path,
     from core.devices import cpu_kind
 
     cfg = load_config()
-    dirty = [line for line in git("status", "--porcelain", "--untracked-files=no").splitlines()
-             if not line[3:].startswith(("data/", "reports/", "studies/", "dvc.lock"))]
+    # git() strips the output, so the first line may have lost its status column's leading space
+    dirty = [path for line in git("status", "--porcelain", "--untracked-files=no").splitlines()
+             if not (path := line.split(maxsplit=1)[-1]).startswith(("data/", "reports/", "studies/", "dvc.lock"))]
     if dirty and not dry_run:
         raise RevalidateError("commit first: the canaries run HEAD in a worktree: "
-                              + ", ".join(line[3:] for line in dirty[:6]))
+                              + ", ".join(dirty[:6]))
     head, since_rev = git("rev-parse", "HEAD"), git("rev-parse", since)
     changed = changed_code(since_rev, None if dry_run else head)
     log(f"revalidate: {len(changed)} Python files changed in what they run since {since_rev[:7]}: "
