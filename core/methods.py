@@ -129,8 +129,9 @@ class RlvrrReward(MethodBase):
 
 
 class DroReward(MethodBase):
-    # r3 | avg_prob | avg_logprob (paper 003 Table 1 rows)
-    score: Literal["r3", "avg_prob", "avg_logprob"]
+    # r3 | avg_prob | avg_logprob (paper 003 Table 1 rows) | ref_logprob (arXiv 2602.03979: the
+    # mean log-probability of the reference answer, rewards/ref_logprob.py)
+    score: Literal["r3", "avg_prob", "avg_logprob", "ref_logprob"]
     emphasis: float = Field(ge=0)
     clip_low: float = Field(ge=0, le=1)
     clip_high: float = Field(ge=0, le=1)
@@ -184,6 +185,12 @@ class TtrlReward(MethodBase):
     vote_samples: int | None = Field(default=None, ge=1)
 
 
+class EmpoReward(MethodBase):
+    # EMPO (arXiv 2504.05812): the share of the group in the completion's answer cluster. No
+    # setting of its own.
+    pass
+
+
 class SelfCertaintyReward(MethodBase):
     # Completions per teacher-forced pass; null = the whole generation batch in one pass.
     rows_per_pass: int | None = Field(default=None, ge=1)
@@ -224,6 +231,8 @@ METHODS: dict[str, Method] = {
     # (docs/methods/README.md).
     "ttrl": Method(TtrlReward, builder="rewards.majority:build", version="rewards.majority",
                    metrics=("ttrl/",)),
+    "empo": Method(EmpoReward, builder="rewards.majority:build_empo", version="rewards.majority",
+                   metrics=("empo/",)),
     "self_certainty": Method(SelfCertaintyReward, builder="models.confidence_trainer:build_self_certainty",
                              version="rewards.confidence"),
     "entropy": Method(EntropyReward, builder="models.confidence_trainer:build_entropy",

@@ -44,13 +44,14 @@ from rewards.verifiable import rlvr_correct
 # With the classes of `_LAZY` below.
 __all__ = ["DEFAULTS", "FAMILIES", "Family", "MethodPlan", "attach", "dro", "entropy",
            "format_boxed", "incorrect_answer", "random_uniform", "rationale", "rlcer", "rlme",
-           "rlvr_correct", "rlvrr", "self_certainty", "settings", "ttrl"]
+           "rlvr_correct", "rlvrr", "self_certainty", "settings", "ttrl", "empo"]
 
 # params.yaml's `reward.<method>` blocks without their `task` and `grpo` (the lab's run settings):
 # the defaults of record.
 DEFAULTS: dict[str, dict[str, Any]] = {
     "random": {"seed": 0},
     "ttrl": {"vote_samples": None},
+    "empo": {},
     "self_certainty": {"rows_per_pass": None},
     "entropy": {"level": "token", "rows_per_pass": None},
     "rlvrr": {"content_mode": "ordered", "content_weight": 0.5, "content_only": False,
@@ -88,6 +89,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("incorrect", "`incorrect_answer`", "callable", ""),
     Family("random", "`random_uniform(seed)`", "callable", ""),
     Family("ttrl", "`ttrl(num_generations)`", "callable", ""),
+    Family("empo", "`empo(num_generations)`", "callable", ""),
     Family("self_certainty", "`self_certainty(tokenizer)`", "callable + attach(trainer)",
            "the policy (one no-grad pass)"),
     Family("entropy", "`entropy(tokenizer)`", "callable + attach(trainer)",
@@ -168,6 +170,13 @@ def ttrl(num_generations: int, *, vote_samples: int | None = None) -> Any:
     out as consecutive groups of that many completions. With an ``answer`` column it logs
     ``ttrl/label_accuracy`` (how often the vote is right; the reward never reads it)."""
     return _plan("ttrl", num_generations=num_generations, vote_samples=vote_samples).reward_funcs[0]
+
+
+def empo(num_generations: int) -> Any:
+    """``empo_cluster_share``: EMPO's semantic-cluster share within each group
+    (docs/methods/empo.md): a completion's reward is the share of its group whose answer matches
+    its own, 0.0 without an answer. Reads no label; ``num_generations`` must be the trainer's."""
+    return _plan("empo", num_generations=num_generations).reward_funcs[0]
 
 
 def rlvrr(components: str | Path | Iterable[str | Path], *, tokenizer: Any = None,

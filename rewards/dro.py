@@ -21,6 +21,7 @@ import numpy as np
 
 from rewards import reflection
 from rewards.chat import THINK_END
+from rewards.ref_logprob import reference_logprob_scores
 from rewards.verifiable import extract_boxed
 from world.facts import coverage, style_ok
 
@@ -238,6 +239,8 @@ def judge_group(logP: np.ndarray, S: np.ndarray, cfg: Any,
     r3 = reflection.r3_rewards(P, None, cfg.emphasis, cfg.clip_low, cfg.clip_high)
     scores = {"r3": r3, "avg_prob": reflection.avg_prob_rewards(P),
               "avg_logprob": reflection.avg_logprob_rewards(logP)}
+    if cfg.score == "ref_logprob":  # arXiv 2602.03979; only when asked: it refuses a NaN log P
+        scores["ref_logprob"] = reference_logprob_scores(logP)
     rewards = scores[cfg.score]
     h = reflection.group_variance_score(P, None, cfg.token_frac, cfg.clip_low, cfg.clip_high)
     return GroupVerdict(

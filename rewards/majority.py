@@ -15,10 +15,18 @@ the reward. Rules (SPEC §12, the tiny world's choices marked in the docs page):
   samples than it trains on; the tiny world votes over the group itself, **(ours)**).
 
 :func:`majority_label` is also the maj@k metric of evaluation (``evals.metrics.answer_metrics``).
+
+`empo`: EMPO's semantic-cluster share (arXiv 2504.05812; docs/methods/empo.md), the same answer
+classes without a vote. A completion's reward is the share of the group in its answer's cluster,
+|cluster| / G (G counts every completion of the group, answered or not); a completion without an
+answer gets 0.0. The clusters are :func:`majority_label`'s classes (each answer joins the first
+class whose first member it ``answers_match``es), so a group's largest cluster is TTRL's label (on a
+tie TTRL's first class alone earns 1.0; here the tied clusters earn the same share). Reads no label.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,8 +36,9 @@ from rewards.verifiable import answers_match, completion_text, extract_boxed
 
 VERSION = "1"
 
-__all__ = ["VERSION", "MajorityVoteReward", "build", "has_answer", "majority_label",
-           "majority_vote_rewards"]
+__all__ = ["VERSION", "ClusterShareReward", "MajorityVoteReward", "answer_clusters", "build",
+           "build_empo", "cluster_share_rewards", "has_answer", "majority_label",
+           "majority_vote_rewards", "semantic_entropy"]
 
 
 def has_answer(answer: str | None) -> bool:
@@ -150,3 +159,138 @@ def build(ctx: Any) -> Any:
     from rewards import MethodPlan
 
     return MethodPlan([MajorityVoteReward(ctx.grpo.num_generations, ctx.cfg.vote_samples)])
+
+
+# --- empo: the semantic-cluster share (arXiv 2504.05812) ----------------------------------------
+
+def _answers(answers: Sequence[str | None], who: str) -> list[str | None]:
+    """The group's answers as a list, or an error naming what is wrong: an empty group, or an
+    answer that is neither a string nor None (an extracted answer, :func:`extract_boxed`)."""
+    out = list(answers)
+    if not out:
+        raise ValueError(f"{who}: an empty group; a group has at least one completion")
+    for i, a in enumerate(out):
+        if a is not None and not isinstance(a, str):
+            raise TypeError(f"{who}: answer {i} is {type(a).__name__} {a!r}; answers are the "
+                            "extracted strings (rewards.verifiable.extract_boxed), None = no answer")
+    return out
+
+
+def answer_clusters(answers: Sequence[str | None]) -> list[int | None]:
+    """The cluster of each answer, numbered in order of first appearance; None for a completion
+    without an answer. The classes of :func:`majority_label`: an answer joins the first cluster
+    whose first member it ``answers_match``es.
+
+    >>> answer_clusters(["3", None, "4", "3.0", " ", "1,000", "1000"])
+    [0, None, 1, 0, None, 2, 2]
+    """
+    firsts: list[str] = []
+    out: list[int | None] = []
+    for a in _answers(answers, "answer_clusters"):
+        if not has_answer(a):
+            out.append(None)
+            continue
+        assert a is not None
+        for i, first in enumerate(firsts):
+            if answers_match(a, first):
+                out.append(i)
+                break
+        else:
+            firsts.append(a)
+            out.append(len(firsts) - 1)
+    return out
+
+
+def cluster_share_rewards(answers: Sequence[str | None]) -> np.ndarray:
+    """EMPO's reward [G] of one group from its extracted answers (None = no answer): the share of
+    the group in each completion's answer cluster, |cluster| / G; 0.0 without an answer.
+
+    Worked example: G = 5, clusters {"4": 2, "3": 1} and two completions without an answer.
+
+    >>> cluster_share_rewards(["4", "3", None, "4", ""]).tolist()
+    [0.4, 0.2, 0.0, 0.4, 0.0]
+    >>> cluster_share_rewards(["3", "4"]).tolist()   # a tie: both clusters earn the same share
+    [0.5, 0.5]
+    >>> cluster_share_rewards([None, None]).tolist()
+    [0.0, 0.0]
+    """
+    clusters = answer_clusters(_answers(answers, "cluster_share_rewards"))
+    sizes = Counter(c for c in clusters if c is not None)
+    return np.array([0.0 if c is None else sizes[c] / len(clusters) for c in clusters])
+
+
+def semantic_entropy(answers: Sequence[str | None]) -> float | None:
+    """The entropy (nats) of the group's answer clusters, -sum_c p_c log p_c with p_c the share of
+    the ANSWERED completions in cluster c: the quantity EMPO lowers. None without any answer.
+
+    >>> round(semantic_entropy(["4", "3", None, "4"]), 4)   # p = (2/3, 1/3)
+    0.6365
+    >>> semantic_entropy(["4", "4.0"]), semantic_entropy([None])
+    (0.0, None)
+    """
+    clusters = [c for c in answer_clusters(answers) if c is not None]
+    if not clusters:
+        return None
+    p = np.bincount(clusters) / len(clusters)
+    return float(-(p * np.log(p)).sum()) + 0.0
+
+
+class ClusterShareReward:
+    """TRL reward function for EMPO: each group's answer clusters (module docstring).
+
+    Groups are consecutive blocks of ``num_generations`` completions of the GLOBAL generation batch
+    (TRL's layout), gathered across ranks as :class:`MajorityVoteReward` does; each rank keeps its
+    own slice. Logs through TRL's ``log_metric``: ``empo/semantic_entropy`` (mean over the groups
+    with an answer), ``empo/top_share`` (the largest cluster's share of G), ``empo/no_answer``
+    (share of completions without an answer) and, when the dataset has an ``answer`` column,
+    ``empo/label_accuracy`` (share of groups whose largest cluster is the gold answer, a
+    diagnostic; the reward never reads the gold).
+    """
+
+    def __init__(self, num_generations: int) -> None:
+        if num_generations < 1:
+            raise ValueError(f"num_generations must be at least 1, got {num_generations}")
+        self.__name__ = "empo_cluster_share"
+        self.num_generations = num_generations
+
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any],
+                 answer: Sequence[Any] | None = None, **kwargs: Any) -> list[float]:
+        from core import ranks
+
+        mine = [extract_boxed(completion_text(c)) for c in completions]
+        golds = list(answer) if answer is not None else [None] * len(mine)
+        rows, start = ranks.gather_rows(list(zip(mine, golds, strict=True)))
+        G = self.num_generations
+        if len(rows) % G:
+            raise ValueError(f"empo: a generation batch of {len(rows)} completions is not whole "
+                             f"groups of {G}")
+        rewards: list[float] = []
+        entropies, tops, hits = [], [], []
+        for i in range(0, len(rows), G):
+            group = [a for a, _ in rows[i:i + G]]
+            shares = cluster_share_rewards(group)
+            rewards.extend(shares.tolist())
+            tops.append(float(shares.max()))
+            h = semantic_entropy(group)
+            if h is not None:
+                entropies.append(h)
+            gold = rows[i][1]
+            if gold is not None:
+                label, _ = majority_label(group)
+                hits.append(float(label is not None and answers_match(label, str(gold))))
+        log_metric = kwargs.get("log_metric")
+        if log_metric is not None:  # global values: the same on every rank
+            if entropies:
+                log_metric("empo/semantic_entropy", float(np.mean(entropies)))
+            log_metric("empo/top_share", float(np.mean(tops)))
+            log_metric("empo/no_answer", float(np.mean([not has_answer(a) for a, _ in rows])))
+            if hits:
+                log_metric("empo/label_accuracy", float(np.mean(hits)))
+        return rewards[start:start + len(completions)]
+
+
+def build_empo(ctx: Any) -> Any:
+    """EMPO's plan: the cluster-share reward over each group of ``grpo.num_generations``."""
+    from rewards import MethodPlan
+
+    return MethodPlan([ClusterShareReward(ctx.grpo.num_generations)])

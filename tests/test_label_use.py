@@ -44,9 +44,9 @@ END = "<!-- label-use:end -->"
 P, G = 4, 4  # prompts of the fixed batch, completions per prompt
 
 # The methods (every registered one) and the variants whose label use differs from their family's.
-CASES = ("rlvr", "random", "rlme", "rlme_gt10", "rlvr_rlme", "rlvrr", "dro", "rlcer", "rationale",
-         "genrm_outcome", "rationale_ap_only", "ttrl", "self_certainty", "entropy", "format",
-         "incorrect")
+CASES = ("rlvr", "random", "rlme", "rlme_gt10", "rlvr_rlme", "rlvrr", "dro", "ref_logprob", "rlcer",
+         "rationale", "genrm_outcome", "rationale_ap_only", "ttrl", "empo", "self_certainty",
+         "entropy", "format", "incorrect")
 
 # field -> (the tasks whose rows carry it, its kind, what it is). Kinds: label (a gold answer, a
 # preference label or human rationales: what a label-free reward must not read), reference (reference
@@ -75,11 +75,13 @@ EXPECTED = {
     "rlvr_rlme": {"answer", "hint"},
     "rlvrr": {"references"},
     "dro": {"reference", "hint"},        # R3 of the reference answer after the prompt and CoT
+    "ref_logprob": {"reference", "hint"},  # its mean log-probability, the same pass
     "rlcer": {"answer", "hint"},         # the reasoner's ±1 outcome; the rubricator reads the prompt
     "rationale": {"checklist", "label"},
     "genrm_outcome": {"label"},
     "rationale_ap_only": {"checklist"},
     "ttrl": set(),
+    "empo": set(),                       # the group's own answer clusters
     "self_certainty": {"hint"},
     "entropy": {"hint"},
     "format": set(),
@@ -361,10 +363,12 @@ def test_each_method_reads_what_its_paper_specifies(measured) -> None:
 
 
 def test_the_label_free_methods_read_no_gold_answer(measured) -> None:
-    """The issue's check: changing only the gold answers moves none of rlme, rlvrr, dro, random,
-    ttrl, self_certainty, entropy, format; it moves rlvr, incorrect and rlcer."""
+    """The issue's check: changing only the gold answers moves none of rlme, rlvrr, dro,
+    ref_logprob, random, ttrl, empo, self_certainty, entropy, format; it moves rlvr, incorrect and
+    rlcer."""
     reads = {c: m["reads"] for c, m in measured["methods"].items()}
-    for case in ("rlme", "dro", "random", "ttrl", "self_certainty", "entropy", "format"):
+    for case in ("rlme", "dro", "ref_logprob", "random", "ttrl", "empo", "self_certainty", "entropy",
+                 "format"):
         assert reads[case]["answer"] is False, case
     for case in ("rlvrr",):
         assert reads[case] == {"references": True, "gold_facts": False}
