@@ -265,7 +265,7 @@ def test_the_fixed_batch_has_signal(layouts) -> None:
 
 # --- the label-free rewards beyond the five papers (docs/methods/README.md) --------------------------
 
-INTRINSIC_CASES = ("ttrl", "self_certainty", "entropy", "format", "incorrect")
+INTRINSIC_CASES = ("ttrl", "empo", "self_certainty", "entropy", "format", "incorrect")
 
 
 @pytest.fixture(scope="module")
