@@ -3,10 +3,10 @@
     python -m benchmarks.sandbox_layers              # as whoever runs it
     python -m benchmarks.sandbox_layers --as-user    # as root: again as an ordinary user
 
-Each action of tests/test_sandbox_os_layer.py (mkdir in /dev/shm, list /dev/shm and /, stat,
+Each action of benchmarks/sandbox_probes.py (mkdir in /dev/shm, list /dev/shm and /, stat,
 rename, chmod, symlink and unlink a file the user may write, kill a sibling, signal the trainer)
-is run by a check that got past the static check (it recovers `os`, `tests.test_sandbox.escaped`),
-straight in a worker (`tests.test_sandbox._raw_worker_status`), under four configurations of the
+is run by a check that got past the static check (it recovers `os`, `probes.escaped`),
+straight in a worker (`probes.worker_status`), under four configurations of the
 worker's OS layer (rewards/sandbox/worker.py): whole; namespaces and chroot without seccomp;
 seccomp without namespaces and chroot; neither. The process limits (RLIMIT_*) stay on in all four.
 A part is switched off here only, from outside: seccomp by giving the worker no filter, the
@@ -60,10 +60,8 @@ def _wrapper(folder: Path, worker_script: str) -> Path:
 
 def measure() -> dict:
     """{configuration: {"worker": what the worker reports, "actions": {action: outcome}}}."""
-    sys.path.insert(0, str(ROOT))
+    from benchmarks.sandbox_probes import ACTIONS, escaped, worker_status
     from rewards.sandbox import pool
-    from tests.test_sandbox import _raw_worker_status, escaped
-    from tests.test_sandbox_os_layer import ACTIONS
 
     real_program, real_script = pool.seccomp_program, pool.WORKER_SCRIPT
     wrapper = _wrapper(Path(tempfile.mkdtemp(prefix="sandbox-layers-")), str(real_script))
@@ -85,7 +83,7 @@ def measure() -> dict:
                           .replace("NAME", repr(name)).replace("SIBLING", str(sibling.pid))
                           .replace("TRAINER", str(os.getpid())))
                 try:
-                    status, reported = _raw_worker_status(escaped(source))
+                    status, reported = worker_status(escaped(source))
                 finally:
                     sibling.kill()
                     sibling.wait()
@@ -100,12 +98,11 @@ def measure() -> dict:
 
 
 def as_ordinary_user() -> dict:
-    """`measure()` again as the ordinary user of tests/test_sandbox_os_layer.py, in a private
-    mount namespace that opens the interpreter's folders to it (as that file's test does)."""
-    sys.path.insert(0, str(ROOT))
-    from tests.test_sandbox_os_layer import _ensure_user, open_paths_script
+    """`measure()` again as the probes' ordinary user (benchmarks/sandbox_probes.py), in a private
+    mount namespace that opens the interpreter's folders to it (as the OS layer's tests do)."""
+    from benchmarks.sandbox_probes import ensure_user, open_paths_script
 
-    user = _ensure_user()
+    user = ensure_user()
     lines = ["set -eu", *open_paths_script()]
     lines.append(
         f"exec setpriv --reuid={user.pw_uid} --regid={user.pw_gid} --clear-groups "

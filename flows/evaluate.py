@@ -50,11 +50,18 @@ def evaluate(params: Params, name: str, seed: int | None = None, *, device=None)
     else:
         seed, trained = (params.seeds[0] if seed is None else seed), [name]
     budgets = evaluate_budgets(params, trained)  # unknown names fail here, listing the known ones
+    policy = paths.policy_dir(params, name, seed)
+    if name != "base" and not (policy / "config.json").exists():
+        # A fresh clone has the run's record (run.json, in git) but not its weights (DVC's cache).
+        preset = f" --preset {params.preset}" if params.preset else ""
+        raise FileNotFoundError(f"{policy}: no trained checkpoint of {name} seed {seed}; train it first "
+                                f"(python -m flows.train --method {name} --seed {seed}{preset}), or "
+                                "`dvc pull` it from a DVC remote that has it")
     start = time.time()
     if device is None:  # a GPU preset on a machine without CUDA fails here, naming the reason
         device = training_device(params.base_model.device, params.preset)
-    model, tokenizer = load_policy(paths.policy_dir(params, name, seed), device=device)
-    attach_sampler(params, paths.policy_dir(params, name, seed), model)
+    model, tokenizer = load_policy(policy, device=device)
+    attach_sampler(params, policy, model)
     chat = ChatFormat.from_params(params)  # prompts through the chat template, as in training
     if name != "base":  # with the thinking setting the method trained with
         chat = chat.with_thinking(params.method_grpo(name).enable_thinking)
@@ -82,10 +89,14 @@ def evaluate(params: Params, name: str, seed: int | None = None, *, device=None)
         metrics.update(load_ref(hook)(
             model, tokenizer, cfg, params, prepared=paths.PREPARED, benchmarks=benchmarks,
             seed=seed, chat=chat))
-    metrics["eval_seconds"] = round(time.time() - start, 1)
+    seconds = round(time.time() - start, 1)
     metrics["machine"] = cpu_kind()  # what bitwise equality of a re-run needs (flows/revalidate.py)
     write_json(paths.eval_dir(name, seed) / "items.json", items)
     write_json(paths.eval_dir(name, seed) / "metrics.json", metrics)
+    # The wall time beside the record, not in it: metrics.json is in git (dvc.yaml: cache: false),
+    # and a re-run that scores the same must leave it and dvc.lock as they were. times.json is
+    # ignored (data/.gitignore); the committed stage times are reports/times/ and studies/.
+    write_json(paths.eval_dir(name, seed) / "times.json", {"eval_seconds": seconds})
     # The run's headline numbers alone: the narrow file `dvc metrics show` prints (one row a run).
     write_json(paths.eval_dir(name, seed) / "headline.json", headline(metrics))
     tracking.setup()
@@ -97,11 +108,11 @@ def evaluate(params: Params, name: str, seed: int | None = None, *, device=None)
         run_id = tracking.training_run_id(match, resumable=False)
         with tracking.run(f"base-seed{params.seed}", {**match, "git_commit": tracking.git_commit()},
                           run_id=run_id):
-            tracking.log_metrics({f"test/{k}": v for k, v in metrics.items()})
+            tracking.log_metrics({f"test/{k}": v for k, v in {**metrics, "eval_seconds": seconds}.items()})
     else:
         run_id = read_json(paths.checkpoint_dir(name, seed) / "run.json")["run_id"]
         with mlflow.start_run(run_id=run_id):
-            tracking.log_metrics({f"test/{k}": v for k, v in metrics.items()})
+            tracking.log_metrics({f"test/{k}": v for k, v in {**metrics, "eval_seconds": seconds}.items()})
     return metrics
 
 

@@ -26,7 +26,7 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
@@ -34,330 +34,51 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from core.params import ROOT, Params, ParamsError, load
+from flows.pipeline_checks import (
+    check_command_line,
+    check_pipeline,
+    check_study,
+    quick_selection,
+    study_names,
+)
+from flows.pipeline_plan import dry_run_text, plan_text, study_plan, study_runs
+from flows.pipeline_schedule import (
+    PROGRESS_EVERY_S,
+    TIMEOUT_MARGIN,
+    GpuId,
+    GpuPool,
+    arm_of,
+    deepest_first,
+    depths,
+    gpus_needed,
+    is_extra,
+    place_stages,
+    plan_rounds,
+    pool_gpus,
+    recorded_seconds,
+    retryable,
+    select,
+    share_cores,
+    stage_timeout,
+    starts,
+    study_seconds,
+    times_path,
+    visible_gpus,
+    write_times,
+)
+from flows.pipeline_schedule import progress_artifact as _progress_artifact
+from flows.pipeline_schedule import show_progress as _show_progress
 from tasks import stages as st
 from tasks.progress import Board
 
-# Where `make run` (quick.json) and `make study` (study.json) record their stage times.
-TIMES = ROOT / "reports" / "times"
+# Re-exported: the scheduling and planning pieces are imported from here by tests and tools.
+__all__ = ["GpuId", "GpuPool", "TIMEOUT_MARGIN", "depths", "gpus_needed", "plan_text", "pool_gpus",
+           "share_cores", "starts", "study_runs", "visible_gpus", "deepest_first", "recorded_seconds",
+           "select", "write_times", "quick_selection", "study_names", "is_extra", "arm_of",
+           "plan_rounds", "study_plan", "check_pipeline", "check_study", "dry_run_text"]
 # Matrix stages (`train@a-0`, `train_extra@a-3`): tasks/stages.py.
 _MATRIX, EXTRA, stage_kind = st.MATRIX, st.EXTRA, st.stage_kind
 UP_TO_DATE = st.UP_TO_DATE
-
-
-def select(graph: dict[str, set[str]], methods: list[str] | None = None,
-           seeds: list[int] | None = None, stages: list[str] | None = None,
-           leave_out: Collection[str] = ()) -> list[str]:
-    """The stages to bring up to date, in a dependency order: `stages` (default: every stage)
-    restricted to `methods` and `seeds`, plus everything they depend on; no stage of an arm in
-    `leave_out` (one waiting for its claim's preconditions) unless a chosen stage needs it.
-
-    >>> g = {"prepare": set(), "train@a-0": {"prepare"}, "train@a-1": {"prepare"},
-    ...      "train@b-0": {"prepare"}, "report": {"train@a-0", "train@a-1", "train@b-0"}}
-    >>> select(g, methods=["a"], seeds=[0])
-    ['prepare', 'train@a-0', 'report']
-    >>> select(g, leave_out=["b"])
-    ['prepare', 'train@a-0', 'train@a-1', 'report']
-    """
-    known = sorted({m["method"] for s in graph if (m := _MATRIX.match(s))})
-    unknown = sorted(set(methods or []) - set(known))
-    if unknown:
-        raise ParamsError(f"methods {unknown} have no DVC stage; add them to `methods` in "
-                          f"params.yaml (stages exist for: {', '.join(known)})")
-    missing = sorted(set(stages or []) - set(graph))
-    if missing:
-        raise ParamsError(f"no DVC stage named {missing}; `dvc stage list` shows them")
-
-    def wanted(stage: str) -> bool:
-        m = _MATRIX.match(stage)
-        if m is None:
-            return True
-        return ((methods is None or m["method"] in methods) and m["method"] not in leave_out
-                and (seeds is None or int(m["seed"]) in seeds))
-
-    roots = [s for s in (stages or graph) if wanted(s)]
-    chosen: set[str] = set()
-    todo = list(roots)
-    while todo:
-        s = todo.pop()
-        if s not in chosen:
-            chosen.add(s)
-            # A matrix stage pulls in everything it needs; an aggregate such as `report` (it
-            # reports whatever exists) does not pull in other methods' or seeds' stages.
-            todo.extend(d for d in graph[s] if _MATRIX.match(s) or wanted(d))
-    order: list[str] = []
-    done: set[str] = set()
-    names = list(graph)  # dvc.yaml order breaks ties, so the order is stable
-    while len(order) < len(chosen):
-        for s in names:
-            if s in chosen and s not in done and (graph[s] & chosen) <= done:
-                order.append(s)
-                done.add(s)
-    return order
-
-
-def depths(graph: dict[str, set[str]], order: list[str]) -> dict[str, int]:
-    """Each stage's depth in the selected DAG: the longest chain of selected stages above it.
-
-    >>> g = {"prepare": set(), "train@a-0": {"prepare"}, "evaluate@a-0": {"train@a-0"}}
-    >>> depths(g, ["prepare", "train@a-0", "evaluate@a-0"])
-    {'prepare': 0, 'train@a-0': 1, 'evaluate@a-0': 2}
-    """
-    chosen, out = set(order), {}
-    for s in order:  # a dependency order: a stage's upstream is already placed
-        out[s] = 1 + max((out[d] for d in graph[s] & chosen), default=-1)
-    return out
-
-
-def deepest_first(ready: list[str], depth: dict[str, int],
-                  expected: dict[str, float] | None = None, started: set[str] | None = None) -> list[str]:
-    """The ready stages, the deepest first: a finished training is evaluated before the next one
-    starts, so results arrive as soon as they can and an interrupted run leaves whole runs, not
-    trained models waiting for their evaluation. Among stages of one depth, the longest expected
-    first (`expected`: seconds a stage took when last recorded; a stage never recorded counts as
-    the longest): with two slots, a long training started last would run alone at the end.
-    Ties keep DAG order. A ready stage outside the arms' matrix comes before them all: the base's
-    evaluation is short and every claim against the base reads it, so a study stopped half way
-    must not leave it behind trainings (measured: a second base's study stopped after 6 runs had
-    no evaluation of its new base, so no claim against that base could be read):
-
-    >>> deepest_first(["train@a-0", "evaluate_base"], {"train@a-0": 2, "evaluate_base": 1})
-    ['evaluate_base', 'train@a-0']
-    >>> deepest_first(["train@a-1", "train@b-0", "evaluate@a-0"],
-    ...               {"train@a-1": 1, "train@b-0": 1, "evaluate@a-0": 2})
-    ['evaluate@a-0', 'train@a-1', 'train@b-0']
-    >>> deepest_first(["train@a-0", "train@b-0", "train@c-0"], {"train@a-0": 1, "train@b-0": 1,
-    ...               "train@c-0": 1}, {"train@a-0": 300.0, "train@b-0": 900.0})
-    ['train@c-0', 'train@b-0', 'train@a-0']
-
-    A seed never recorded costs what the same method's recorded seeds cost (`make run` records
-    seed 0 only), so one method's seeds stay together and an interrupted study leaves whole arms
-    (all their pilot seeds), not every arm's seeds 1-2 without its seed 0:
-
-    >>> deepest_first(["train@a-0", "train@b-1", "train@a-1", "train@b-2"],
-    ...               dict.fromkeys(["train@a-0", "train@b-1", "train@a-1", "train@b-2"], 1),
-    ...               {"train@a-0": 300.0, "train@b-0": 900.0})
-    ['train@b-1', 'train@b-2', 'train@a-0', 'train@a-1']
-
-    And a method already begun (`started`: a stage of it done or running in this call, or an
-    evaluation of it on disk, as a resumed study's record leaves) comes before one not begun, so
-    its arm is finished first:
-
-    >>> deepest_first(["train@b-0", "train@a-2"], {"train@b-0": 1, "train@a-2": 1}, started={"a"})
-    ['train@a-2', 'train@b-0']
-    """
-    expected = expected or {}
-    per_method: dict[tuple[str, str], float] = {}
-    for stage, seconds in expected.items():
-        if m := _MATRIX.match(stage):
-            key = (m["kind"].removesuffix(EXTRA), m["method"])
-            per_method[key] = max(per_method.get(key, 0.0), seconds)
-
-    def cost(stage: str) -> float:
-        if stage in expected:
-            return expected[stage]
-        m = _MATRIX.match(stage)
-        return per_method.get((m["kind"].removesuffix(EXTRA), m["method"]), float("inf")) if m else float("inf")
-
-    def begun(stage: str) -> bool:
-        m = _MATRIX.match(stage)
-        return m is not None and m["method"] in (started or set())
-
-    return sorted(ready, key=lambda s: (_MATRIX.match(s) is not None, -depth[s], not begun(s), -cost(s)))
-
-
-def recorded_seconds(folder: Path = ROOT / "reports" / "times") -> dict[str, float]:
-    """Each stage's longest wall time among the recorded runs (`write_times`), for scheduling."""
-    from core.io import read_json
-
-    out: dict[str, float] = {}
-    for f in sorted(Path(folder).glob("*.json")):
-        try:
-            stages = read_json(f)["stages"]
-        except (OSError, ValueError, KeyError, TypeError):
-            continue  # a scheduling hint, never worth failing a run for
-        for stage, t in stages.items():
-            if isinstance(t, dict) and t.get("action") not in ("skip", "not run") and t.get("seconds"):
-                out[stage] = max(out.get(stage, 0.0), float(t["seconds"]))
-    return out
-
-
-# A stage's timeout is there to catch a hung stage, not a slow one: a stage with a recorded wall
-# time gets at least this many times it. (`--study cot_reference` rebuilding its base beside a CI
-# rehearsal ran past the flat 90 min, 1.2x the 73 min its record took, was killed three quarters
-# through its second phase and began again from that phase's start.)
-TIMEOUT_MARGIN = 3.0
-
-
-def stage_timeout(stage: str, floor: float, seen: dict[str, float]) -> float:
-    """The seconds `stage` may run before it is killed (and retried): params
-    `pipeline.stage_timeout_s`, or `TIMEOUT_MARGIN` times its longest recorded wall time here or
-    in the study's record (`study_seconds`), whichever is longer.
-
-    >>> stage_timeout("build_base", 5400, {"build_base": 4356.3})
-    13068.9
-    >>> stage_timeout("report", 5400, {"report": 60.0}), stage_timeout("train@rlvr-0", 5400, {})
-    (5400, 5400)
-    """
-    return max(floor, round(TIMEOUT_MARGIN * seen.get(stage, 0.0), 1))
-
-
-def study_seconds(root: Path = ROOT) -> dict[str, float]:
-    """In a study's workspace, each stage's longest wall time over its record's calls
-    (tasks/studies.py `recorded_calls`); {} in the default study, whose times are
-    `reports/times` (`recorded_seconds`)."""
-    from tasks import studies
-
-    name = studies.study_name(root)
-    return (studies.recorded_stage_seconds(studies.record_dir(name, studies.main_checkout(root)))
-            if name else {})
-
-
-def retryable(task, task_run, state) -> bool:
-    """Prefect's retry condition: a stage that rejected its input (exit 2) is not retried, since
-    the same params or rows fail the same way; anything else (a crash, a killed worker, a
-    timeout) is."""
-    exc = state.data if isinstance(state.data, BaseException) else None
-    return not isinstance(exc, st.StageInputError) and "StageInputError" not in (state.message or "")
-
-
-def share_cores(cores: int, active: int) -> int:
-    """CPU threads of a stage that starts while `active` stages (itself included) run: the cores
-    split evenly, at least one each. A stage that runs alone (the base build, the report) gets
-    every core; two train stages on a 2-core laptop get one each. A stage keeps its threads
-    until it ends; a stage starts only when another ends or is ready with it, so the sum never
-    exceeds the cores by more than rounding.
-
-    >>> share_cores(2, 1), share_cores(2, 2), share_cores(16, 3), share_cores(2, 5)
-    (2, 1, 5, 1)
-    """
-    return max(1, cores // max(1, active))
-
-
-def starts(ready: list[str], running: int, limit: int, cores: int,
-           fixed: int | None = None) -> list[tuple[str, int]]:
-    """The ready stages to start now (up to `limit` running in all) and each one's CPU threads:
-    `fixed`, or the cores shared by every stage that will then be running (`share_cores`).
-
-    >>> starts(["build_base"], 0, 2, 2)
-    [('build_base', 2)]
-    >>> starts(["train@a-0", "train@b-0", "train@c-0"], 0, 2, 2)
-    [('train@a-0', 1), ('train@b-0', 1)]
-    >>> starts(["evaluate@a-0"], 1, 2, 2), starts(["x"], 2, 2, 2), starts(["x", "y"], 0, 2, 8, fixed=3)
-    ([('evaluate@a-0', 1)], [], [('x', 3), ('y', 3)])
-    """
-    chosen = ready[:max(0, limit - running)]
-    return [(s, fixed or share_cores(cores, running + len(chosen))) for s in chosen]
-
-
-GpuId = int | str  # an index, or a `GPU-<uuid>` / `MIG-<uuid>` as CUDA_VISIBLE_DEVICES names it
-
-
-class GpuPool:
-    """The GPUs the local executor hands to stages (params `pipeline.gpus`, `stages_per_gpu`): a
-    stage that needs n GPUs starts only when n distinct GPUs have a free slot, and gets them
-    through CUDA_VISIBLE_DEVICES; the least loaded GPUs go first. An id is whatever names the
-    device to CUDA: an index, a GPU UUID or a MIG instance (`core.devices.parse_visible_devices`).
-
-    >>> pool = GpuPool([0, 1], per_gpu=1)
-    >>> pool.take(1), pool.take(2), pool.take(1), pool.take(1), pool.take(0)
-    ([0], None, [1], None, [])
-    >>> pool.give([0]); pool.take(1)
-    [0]
-    >>> GpuPool(["MIG-bbbb-2222", "MIG-aaaa-1111"]).take(2)
-    ['MIG-bbbb-2222', 'MIG-aaaa-1111']
-    """
-
-    def __init__(self, gpus: list[GpuId], per_gpu: int = 1) -> None:
-        self.load = dict.fromkeys(gpus, 0)
-        self.order = {gpu: i for i, gpu in enumerate(self.load)}  # as given: CUDA's order
-        self.per_gpu = per_gpu
-
-    def __len__(self) -> int:
-        return len(self.load)
-
-    def take(self, n: int) -> list[GpuId] | None:
-        """n GPU ids with a free slot (now taken), or None if there are not n of them."""
-        free = sorted((load, self.order[gpu], gpu) for gpu, load in self.load.items()
-                      if load < self.per_gpu)
-        if len(free) < n:
-            return None
-        chosen = [gpu for _, _, gpu in sorted(free[:n], key=lambda f: f[1])]
-        for gpu in chosen:
-            self.load[gpu] += 1
-        return chosen
-
-    def give(self, gpus: list[GpuId]) -> None:
-        for gpu in gpus:
-            self.load[gpu] -= 1
-
-
-def visible_gpus(configured: list[int] | None) -> list[GpuId]:
-    """The GPU ids stages may use: `configured` (params `pipeline.gpus`), else the devices
-    CUDA_VISIBLE_DEVICES names (indices, GPU UUIDs or MIG ids: a machine that names its GPUs by
-    UUID is scheduled as one that numbers them), else those `nvidia-smi -L` lists (a GPU split
-    into MIG instances: its instances); none on a machine without GPUs."""
-    from core.devices import visible_gpu_ids
-
-    if configured is not None:
-        return list(configured)
-    return list(visible_gpu_ids())
-
-
-def gpus_needed(stage: str, params: Params) -> int:
-    """GPUs a stage runs on: a training `grpo.num_processes` (its method's), an evaluation one,
-    anything else (data, configure, report) none.
-
-    >>> from core.params import load
-    >>> p = load(preset="qwen3_0p6b_8gpu")
-    >>> gpus_needed("train@rlvr-0", p), gpus_needed("evaluate@rlvr-0", p), gpus_needed("report", p)
-    (4, 1, 0)
-    """
-    m = _MATRIX.match(stage)
-    kind = stage_kind(stage)
-    if kind == "train" and m:
-        return params.method_grpo(m["method"]).num_processes
-    return 1 if kind in ("evaluate", "evaluate_base") else 0
-
-
-def pool_gpus(stage: str, need: dict[str, int], params: Params) -> int:
-    """GPUs the pool executor asks a worker for: the stage's need where the run needs CUDA
-    (params `base_model.device: cuda`, the GPU presets), else none: a study that runs wherever
-    torch does (the tiny world) goes to any worker, GPUs or not.
-
-    >>> from core.params import load
-    >>> need = {"train@rlvr-0": 4, "report": 0}
-    >>> pool_gpus("train@rlvr-0", need, load(preset="qwen3_0p6b_8gpu")), pool_gpus("report", need, load())
-    (4, 0)
-    >>> pool_gpus("train@rlvr-0", need, load())
-    0
-    """
-    return need.get(stage, 0) if params.base_model.device == "cuda" else 0
-
-
-def place_stages(ready: list[str], slots: int, need: dict[str, int],
-                 pool: GpuPool | None) -> list[tuple[str, list[GpuId] | None]]:
-    """Up to `slots` of the ready stages to start now, in order, each with the GPUs it takes
-    (None without a pool). A stage whose GPUs are all busy waits; one behind it that fits (or
-    needs none) may start.
-
-    >>> pool = GpuPool([0], per_gpu=1)
-    >>> place_stages(["train@a-0", "train@b-0", "report"], 2, {"train@a-0": 1, "train@b-0": 1,
-    ...              "report": 0}, pool)
-    [('train@a-0', [0]), ('report', [])]
-    >>> place_stages(["x", "y"], 1, {}, None)
-    [('x', None)]
-    """
-    chosen: list[tuple[str, list[GpuId] | None]] = []
-    for s in ready:
-        if len(chosen) >= slots:
-            break
-        if pool is None:
-            chosen.append((s, None))
-            continue
-        gpus = pool.take(need.get(s, 0))
-        if gpus is not None:
-            chosen.append((s, gpus))
-    return chosen
 
 
 @task(name="dvc-stage", task_run_name="{stage}", retry_delay_seconds=5,
@@ -457,7 +178,8 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
     """Bring the DAG (or the part for `methods`, `seeds`, `stages`) up to date; unset arguments
     come from params `pipeline`. `force` re-runs the selected train/evaluate stages (and any
     named in `stages`), not what they depend on. `times_file`: where to record each stage's wall
-    time and what it did (a result of record, committed: docs/speed.md). The whole study
+    time and what it did (`flows.pipeline_schedule.times_path`: the command line's default is
+    reports/last_run/, ignored by git; a run of record's is reports/times/, docs/speed.md). The whole study
     (nothing selected) with `extend` runs the pilot first, then the seeds the claims plan from
     it, then the report (`extend_by_plan`; their times in `<times_file>.plan.json`); with
     `methods` alone, the same for those arms.
@@ -465,15 +187,21 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
     current keeps them instead of training again for its checkpoint (`tasks.stages.recorded`).
     The times file is rewritten as each stage ends, so a call stopped by hand keeps them.
     `leave_out`: arms none of whose stages run (in a preset study, by plan, those waiting for
-    their claim's preconditions: `waiting_arms`)."""
-    logger = get_run_logger()
+    their claim's preconditions: `waiting_arms`).
+    Its parameters are checked first (`flows.pipeline_checks.check_pipeline`): an unknown method,
+    seed, stage or executor, or a file params names that is missing, fails the flow run at once
+    in one line, before any stage (a deployment run's parameters included)."""
     params = load()
+    graph = st.stage_graph(ROOT)
+    check_pipeline(params, graph, methods=methods, seeds=seeds, stages=stages, executor=executor,
+                   max_parallel=max_parallel, retries=retries, stage_timeout_s=stage_timeout_s,
+                   threads_per_stage=threads_per_stage, leave_out=leave_out)
+    logger = get_run_logger()
     cfg = params.pipeline
     limit = max_parallel or cfg.max_parallel
     how = executor or cfg.executor
     fixed = threads_per_stage or cfg.threads_per_stage  # None: share the cores (`share_cores`)
     timeout = stage_timeout_s or cfg.stage_timeout_s
-    graph = st.stage_graph(ROOT)
     # By plan: the whole study, or the arms `methods` names (their planned seeds only).
     by_plan = extend and seeds is None and stages is None
     # By plan: the pilot first (every stage but the planned seeds', the report's and, in a
@@ -623,24 +351,6 @@ def pipeline(methods: list[str] | None = None, seeds: list[int] | None = None,
     return results
 
 
-def plan_rounds(plan: Callable[[], list[str]], run: Callable[[list[str]], dict]) -> dict:
-    """Run the plan's stages, then ask the plan again, until it adds no stage. Preconditions
-    first (evals/claims.py, `seed_plan`): a claim's comparisons are planned once its
-    preconditions hold, which only the precondition's own planned seeds can show; the numbers
-    come from the pilot alone in every round, so asking again moves none of them."""
-    results: dict = {}
-    done: set[str] = set()
-    while added := [s for s in plan() if s not in done]:
-        results.update(run(added))
-        done.update(added)
-    return results
-
-
-def is_extra(stage: str) -> bool:
-    """A stage of a seed the claims' plan added (`train_extra@...`, `evaluate_extra@...`)."""
-    return (m := _MATRIX.match(stage)) is not None and m["kind"].endswith(EXTRA)
-
-
 def extend_by_plan(params: Params, log=print, write: bool = True,
                    waiting: Collection[str] = (), methods: Collection[str] | None = None) -> list[str]:
     """The claims' plan for this workspace's study from its pilot seeds (tasks/studies.py,
@@ -667,11 +377,6 @@ def extend_by_plan(params: Params, log=print, write: bool = True,
     return pilot + [f"{kind}{EXTRA}@{key}" for key in extra for kind in ("train", "evaluate")]
 
 
-def arm_of(stage: str) -> str | None:
-    """The arm a train/evaluate stage runs (`train@rlme-0`, `evaluate_extra@rlme-3`: `rlme`)."""
-    return m["method"] if (m := _MATRIX.match(stage)) else None
-
-
 def waiting_arms(params: Params) -> set[str]:
     """The arms of this preset study that no claim needs run before its preconditions hold:
     planned 0 seeds before any run (`evals.claims.seed_plan`), e.g. weak_evaluator's anchored
@@ -685,134 +390,6 @@ def waiting_arms(params: Params) -> set[str]:
     if not name:
         return set()
     return {a for a, n in planned_seeds({}, name).items() if n == 0 and a in params.methods}
-
-
-def plan_text(name: str, planned: dict[str, int], extra: dict[str, dict], cost: str) -> str:
-    """The plan in a few lines: seeds per arm, the seeds it adds, what they cost.
-
-    >>> print(plan_text("", {"rlme": 5, "rlvr": 3}, {"rlme-3": {"method": "rlme", "seed": 3},
-    ...                  "rlme-4": {"method": "rlme", "seed": 4}}, "2 more runs"))
-    plan (default study, from the pilot seeds): rlme 5 seeds, rlvr 3 seeds
-      adds rlme seeds 3, 4; cost: 2 more runs
-    """
-    head = (f"plan ({name or 'default'} study, from the pilot seeds): "
-            + (", ".join(f"{a} {n} seeds" if n else f"{a} waits for its claim's preconditions"
-                         for a, n in planned.items()) or "no arm of it is in a claim"))
-    adds: dict[str, list[int]] = {}
-    for run in extra.values():
-        adds.setdefault(run["method"], []).append(run["seed"])
-    more = "; ".join(f"{a} seeds {', '.join(map(str, s))}" for a, s in adds.items())
-    return head + "\n  " + (f"adds {more}; cost: {cost}" if adds else "adds no seed beyond the pilot")
-
-
-def write_times(path: Path, timed: dict[str, tuple[float, float | None]], results: dict[str, dict],
-                failed: dict[str, str], wall_s: float, max_parallel: int,
-                finished: bool = True) -> None:
-    """Each stage's start and wall seconds (from the pipeline's start) and what it did (`run`,
-    `restore`, `skip`, `recorded`, `failed`; `running` and no seconds while the call goes on),
-    with the whole run's wall time so far, whether it `finished`, and the machine: how long a
-    `make run` or a study took here, committed like the other results (docs/speed.md)."""
-    import platform
-
-    from core.io import write_json
-
-    stages = {}
-    for s, (start, end) in sorted(timed.items(), key=lambda kv: kv[1][0]):
-        action = "failed" if s in failed else results.get(s, {}).get(
-            "action", "running" if end is None else "not run")
-        stages[s] = {"start_s": round(start, 1),
-                     "seconds": None if end is None else round(end - start, 1), "action": action}
-    write_json(path, {"wall_seconds": round(wall_s, 1), "finished": finished,
-                      "max_parallel": max_parallel,
-                      "machine": {"cpu": platform.processor() or platform.machine(),
-                                  "cores": os.cpu_count()},
-                      "stages": stages})
-
-
-# The seeds-by-plan helpers read runs the way the report does (flows/report_collect.py), so
-# they live here, above tasks/ (which imports nothing from flows/).
-def study_runs(data_dir: Path, name: str = "", root: Path = ROOT) -> dict:
-    """The runs under a study's `data_dir` (its lineage read from the dvc.lock beside it), named
-    as evals/claims.yaml names them: `<name>/<arm>` outside the default study. A preset's runs
-    get their training times from its record's times files (`studies/<name>/` under `root`), as
-    the report gives them, so the plan's cost counts the trainings."""
-    from flows.report_collect import add_train_seconds, collect
-    from tasks.studies import record_dir
-
-    found = collect(Path(data_dir), folder=f"studies/{name}" if name else "")
-    if name:
-        add_train_seconds(found.runs, record_dir(name, Path(root)))
-    prefix = f"{name}/" if name else ""
-    return {prefix + method: seeds for method, seeds in found.runs.items()}
-
-
-def study_plan(root: Path, name: str, methods: list[str], seeds: list[int],
-               data_dir: Path | None = None, named: bool = False
-               ) -> tuple[dict[str, int], dict[str, dict], str]:
-    """The study's plan from its pilot: seeds per arm (`evals.claims.planned_seeds`, arms of
-    `methods` only), the `extra_runs` that run it, and what the runs not yet made cost. A claim
-    may read runs of other studies (a precondition measured in a preset's study): their records
-    in `studies/` are read beside this study's own runs, as the report reads them. `named`
-    (a `--methods` call): a control shared with arms not named gets the seeds the named arms'
-    comparisons need (`evals.claims.seed_plan`). A preset's study reads the default study's runs
-    too (the `data/` of the checkout its workspace belongs to): a precondition measured on the
-    default arms (gates_and_filter_add: the gates fire on arith) holds for its plan as it holds
-    in the report, not undecided for want of them."""
-    from evals.claims import extra_runs, plan_cost, planned_seeds, study_of
-    from flows.report_collect import collect_studies
-    from tasks.studies import main_checkout
-
-    others = collect_studies(Path(root) / "studies").runs
-    if name:
-        main = main_checkout(root)
-        others = {**study_runs(main / "data", "", main), **others}
-    runs = {**{a: r for a, r in others.items() if study_of(a) != name},
-            **study_runs(data_dir or Path(root) / "data", name, root)}
-    planned = {a: n for a, n in planned_seeds(runs, name, methods=methods if named else None).items()
-               if a in methods}
-    return planned, extra_runs(planned, seeds), plan_cost(runs, name, planned)
-
-
-# How often the pipeline logs its progress line while stages run (also whenever a stage ends).
-PROGRESS_EVERY_S = 60
-
-
-def _progress_artifact(total: int) -> object | None:
-    """A progress bar in the Prefect UI's flow-run page (None where the API refuses it)."""
-    from prefect.artifacts import create_progress_artifact
-
-    try:
-        return create_progress_artifact(0.0, key="pipeline-progress",
-                                        description=f"stages done of {total}")
-    except Exception:  # noqa: BLE001 - progress is never worth failing the study for
-        return None
-
-
-def _show_progress(board: Board, running: dict, preset: str | None, done: int, total: int,
-                   logger, bar: object | None) -> None:
-    """Log the progress line (stages done / total, each running training's step of its total
-    and ETA from its MLflow run, tasks/progress.py) and move the Prefect UI's progress bar."""
-    from tasks import tracking
-
-    now = time.monotonic()
-    for s in running:
-        m = _MATRIX.match(s)
-        if m is None or stage_kind(s) != "train":
-            continue
-        try:
-            seen = tracking.training_progress(m["method"], int(m["seed"]), preset)
-        except Exception:  # noqa: BLE001 - a busy sqlite store must not stop the study
-            seen = None
-        if seen:
-            board.observe(s, seen[0], seen[1], now)
-    logger.info(board.line(done, total, now))
-    if bar is not None:
-        from prefect.artifacts import update_progress_artifact
-
-        try:
-            update_progress_artifact(bar, 100.0 * done / max(1, total))  # type: ignore[arg-type]
-        except Exception:  # noqa: BLE001
-            pass
 
 
 @flow(name="stage", log_prints=True)
@@ -886,14 +463,11 @@ def study(preset: str, seeds: list[int] | None = None, force: bool = False,
     recorded too. `<study>.seed<N>`:
     that study's arms on a second base. Its pipeline runs the claims' plan unless `extend` is off.
     `methods` / `seeds`: only those of its arms (the runs one claim needs); the record keeps the
-    others' runs and stays partial."""
+    others' runs and stays partial. Its parameters are checked first (`check_study`): an unknown
+    preset, arm or seed, or a missing file its params name, fails the flow run at once."""
     from tasks import studies
 
-    if methods:
-        arms = studies.study_arms(preset, ROOT)[0]
-        if not set(methods) <= set(arms):
-            raise ParamsError(f"--methods {sorted(set(methods) - set(arms))} are not arms of the "
-                              f"study {preset}; its arms: {arms}")
+    check_study(preset, methods, seeds)
     info = prepare_study(preset)
     args = [f"--{k.replace('_', '-')}={v}" for k, v in (("max_parallel", max_parallel),
                                                           ("threads", threads_per_stage)) if v]
@@ -912,19 +486,6 @@ def study(preset: str, seeds: list[int] | None = None, force: bool = False,
         raise st.StageFailed(f"study {preset}: its pipeline failed (exit {rc}); what finished "
                              f"is recorded in {rec}")
     return rec
-
-
-def quick_selection(params: Params, methods: list[str] | None,
-                    seeds: list[int] | None) -> tuple[list[str], list[int]]:
-    """`--quick`: params `pipeline.quick` where the command line names nothing; every method must
-    be an arm of the study (`methods`), whose stages the quick run picks from."""
-    quick = params.pipeline.quick
-    chosen = methods or quick.methods
-    extra = [m for m in chosen if m not in params.methods]
-    if extra:
-        raise ParamsError(f"pipeline.quick.methods {extra} are not in `methods` (the quick run "
-                          "picks from the study's stages)")
-    return chosen, seeds if seeds is not None else quick.seeds
 
 
 def main() -> None:
@@ -952,26 +513,29 @@ def main() -> None:
                    "(dvc.lock and the files in git) are current keeps them when its checkpoints "
                    "are not on this disk, instead of training again (local executor; every "
                    "--study call does)")
-    p.add_argument("--times-file", default=None, metavar="PATH", help="record each stage's wall "
-                   "time in PATH (default: reports/times/quick.json for --quick, study.json for "
-                   "the whole study, none for a partial run)")
-    p.add_argument("--dry-run", action="store_true", help="print the claims' plan (seeds per arm "
-                   "from the pilot, the seeds it adds, their cost) and run nothing")
+    p.add_argument("--times-file", default=None, metavar="PATH", help="write each stage's wall "
+                   "time to PATH (default: reports/last_run/quick.json for --quick, study.json "
+                   "for the whole study, ignored by git; none for a partial run)")
+    p.add_argument("--record-times", action="store_true", help="write the stage times to the "
+                   "committed record instead, reports/times/quick.json or study.json (README's "
+                   "`make run` line and docs/speed.md read them)")
+    p.add_argument("--dry-run", action="store_true", help="print which stages would run and why "
+                   "(DVC's status), how long that takes from the recorded stage times, and the "
+                   "claims' plan (seeds per arm, the seeds it adds, their cost); run nothing")
     args = p.parse_args()
+    try:  # bad input is refused before Prefect starts or any stage runs, dry run included
+        check_command_line(args)
+    except ParamsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(st.USER_ERROR_EXIT) from None
     if args.dry_run:
         raise SystemExit(dry_run(args))
-    if args.base_seed is not None and not args.study:
-        print("error: --base-seed names the second base of a study: use it with --study",
-              file=sys.stderr)
-        raise SystemExit(st.USER_ERROR_EXIT)
     if args.study:
         raise SystemExit(run_studies(args))
     if args.quick:
         args.methods, args.seeds = quick_selection(load(), args.methods, args.seeds)
-    # `make run` and `make study` record their stage times (reports/times/); a partial run not.
-    partial = args.methods or args.seeds or args.stages
-    times = TIMES / ("quick.json" if args.quick else "study.json") if args.quick or not partial else None
-    times = Path(args.times_file) if args.times_file else times
+    times = times_path(args.quick, bool(args.methods or args.seeds or args.stages),
+                       args.record_times, args.times_file)
     state = pipeline(methods=args.methods, seeds=args.seeds, stages=args.stages, force=args.force,
                      max_parallel=args.max_parallel, executor=args.executor,
                      threads_per_stage=args.threads, times_file=str(times) if times else None,
@@ -1005,32 +569,25 @@ def run_studies(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def study_names(names: list[str], base_seed: int | None = None) -> list[str]:
-    """The studies `--study NAMES [--base-seed N]` runs: `all` is every preset that names arms
-    (with a base seed, the default study's claim arms too), each `<name>.seed<N>` on a second base.
-
-    >>> study_names(["hint_copier", "default.seed1"]), study_names(["hint_copier"], 2)
-    (['hint_copier', 'default.seed1'], ['hint_copier.seed2'])
-    """
-    from evals.claims import second_base_study
-    from tasks.studies import study_presets
-
-    chosen = list(names)
-    if names == ["all"]:
-        chosen = (["default"] if base_seed is not None else []) + study_presets(ROOT)
-    if base_seed is None:
-        return chosen
-    return [second_base_study("" if n == "default" else n, base_seed) for n in chosen]
-
-
 def dry_run(args: argparse.Namespace) -> int:
-    """`--dry-run`: the plan of this workspace's study (or of each `--study`'s record, from its
-    committed runs in studies/<name>/) and its cost; nothing runs, nothing is written."""
+    """`--dry-run`: in this workspace, which stages the call would run and why (DVC's status
+    against dvc.lock: a fresh clone has no checkpoint, so its trainings run), how long that takes
+    here from the recorded stage times (`flows.pipeline_plan.dry_run_text`), then the claims' plan
+    where the call runs one; for each `--study`, the plan from its record (studies/<name>/) and
+    its cost. Nothing runs, nothing is written."""
     from tasks import studies
 
     try:
         if not args.study:
-            extend_by_plan(load(), print, write=False, methods=args.methods)
+            params = load()
+            methods, seeds = args.methods, args.seeds
+            if args.quick:
+                methods, seeds = quick_selection(params, methods, seeds)
+            graph = st.stage_graph(ROOT)
+            order = select(graph, methods, seeds, args.stages)
+            print(dry_run_text(graph, order, args.max_parallel or params.pipeline.max_parallel))
+            if not args.no_extend and seeds is None and args.stages is None:  # as the run plans
+                extend_by_plan(params, print, write=False, methods=methods)
             return 0
         for name in study_names(args.study, args.base_seed):
             methods, seeds = studies.study_arms(name, ROOT)

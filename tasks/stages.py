@@ -323,7 +323,8 @@ def stage_graph(root: Path = ROOT) -> dict[str, set[str]]:
     """The DAG of dvc.yaml as DVC builds it: stage name -> the stages it depends on."""
     from dvc.repo import Repo
 
-    with _DVC_LOCK, Repo(str(root)) as repo:
+    # From the project's root: DVC names a stage of another folder's dvc.yaml by its path.
+    with _DVC_LOCK, contextlib.chdir(root), Repo(str(root)) as repo:
         graph = repo.index.graph  # edges point from a stage to the stages it depends on
         return {s.addressing: {d.addressing for d in graph.successors(s)} for s in graph.nodes}
 
@@ -356,7 +357,6 @@ def plan(stage: str, root: Path = ROOT, pull: bool = False) -> str:
     """
     from dvc.dependency.base import DependencyDoesNotExistError
     from dvc.repo import Repo
-    from dvc.stage.cache import _can_hash
     from dvc.stage.serialize import to_single_stage_lockfile
 
     # DVC's API resolves some paths against the current directory: work from the project root.
@@ -367,7 +367,7 @@ def plan(stage: str, root: Path = ROOT, pull: bool = False) -> str:
         if pull:  # the remote's run-cache entries (small files), as `dvc repro --pull` does
             repo.stage_cache.pull(None)
         try:
-            if not _can_hash(st):
+            if not run_cache_applies(st):
                 return "run"
             # The decision of dvc.stage.cache.StageCache.restore (DVC 3.67), without its
             # checkout: inputs unchanged -> the outputs recorded in dvc.lock; else the run-cache
@@ -387,6 +387,20 @@ def plan(stage: str, root: Path = ROOT, pull: bool = False) -> str:
             for objs in cached.get_used_objs().values():
                 repo.cloud.pull(objs)
         return "restore" if cached.outs_cached() else "run"
+
+
+def run_cache_applies(stage) -> bool:
+    """Whether DVC's run cache can hold `stage` (a `dvc.stage.Stage`): a command, local inputs
+    that hash, local outputs in the repository, none persistent, not always changed.
+
+    Our own copy of `dvc.stage.cache._can_hash` (DVC 3.67): DVC offers no public API for it, and a
+    private name may go in any release; tests/test_stages.py runs `plan` through every answer.
+    """
+    if stage.is_callback or stage.always_changed or not (stage.cmd and stage.deps and stage.outs):
+        return False
+    return (all(d.protocol == "local" and d.def_path and d.get_hash() for d in stage.deps)
+            and all(o.protocol == "local" and o.def_path and not o.persist and o.is_in_repo
+                    for o in stage.outs))
 
 
 def recorded(stage: str, root: Path = ROOT) -> bool:

@@ -66,8 +66,10 @@ RECORDS = "studies"
 # The results of record a study leaves under data/ (as in the default study: data/.gitignore).
 _RECORDED = ("eval", "plots", "base_model_info.json")
 # The workspace pipeline's stage times (flows/pipeline.py `write_times`; the plan's extension
-# writes `.plan.json` beside it), recorded as `times.json` and `times.plan.json`.
-TIMES_FILE = Path("reports") / "times" / "study.json"
+# writes `.plan.json` beside it), recorded as `times.json` and `times.plan.json`. Under
+# reports/last_run/, where every pipeline call writes its times (ignored by git), not the default
+# study's committed reports/times/, which the workspace's checkout keeps as it is.
+TIMES_FILE = Path("reports") / "last_run" / "study.json"
 _TIMES = ((TIMES_FILE, "times.json"), (TIMES_FILE.with_suffix(".plan.json"), "times.plan.json"))
 
 

@@ -3,6 +3,7 @@
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from core.params import PARAMS_FILE, ROOT
@@ -33,3 +34,12 @@ def test_misspelt_params_key_is_named(tmp_path):
 def test_unknown_preset(tmp_path):
     r = run("flows.prepare", "--preset", "tiny-typo")
     assert r.returncode == 2 and "preset 'tiny-typo' is not defined" in r.stderr
+
+
+def test_evaluating_a_run_without_its_checkpoint_names_the_checkpoint():
+    """A fresh clone has a run's record (run.json) but not its weights (DVC's cache): evaluating it
+    says the training's checkpoint is missing and how to make it, not "build the base model"."""
+    r = run("flows.evaluate", "--method", "rlvr", "--seed", "97")  # a seed no checkout trains
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "no trained checkpoint of rlvr seed 97" in r.stderr and "flows.train --method rlvr --seed 97" in r.stderr
+    assert "build the base model" not in r.stderr

@@ -16,6 +16,7 @@ the Makefile's `##` help is checked as prose.
 
 `test_the_old_wrong_commands_fail` feeds the commands the issue found wrong and expects each to
 fail; the slow test runs the cheap read-only DVC views in a fresh clone and checks their output.
+Whether each documented command is run by a test, or why CI does not run it: tests/test_commands_docs.py.
 """
 
 from __future__ import annotations
@@ -541,3 +542,5 @@ def test_every_relative_link_resolves(page):
     broken = [t for t in re.findall(r"\]\(([^)#:\s]+)(?:#[^)]*)?\)", text)
               if not (page.parent / t).exists()]
     assert not broken, f"{page.relative_to(ROOT)}: {broken}"
+
+

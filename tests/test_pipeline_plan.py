@@ -577,3 +577,16 @@ def test_a_stage_with_a_recorded_time_gets_a_timeout_of_several_times_it(tmp_pat
     assert pl.stage_timeout("build_base", 5400, seen) == pytest.approx(3 * 4356.3)
     assert pl.stage_timeout("evaluate_base", 5400, seen) == 5400
     assert pl.study_seconds(tmp_path) == {}
+
+
+def test_the_worked_examples_of_the_pipeline_modules_pass() -> None:
+    """flows/ is outside pyproject's doctest paths: the scheduling, plan and check modules' worked
+    examples (flows/pipeline_*.py) run here."""
+    import doctest
+
+    from flows import pipeline, pipeline_checks, pipeline_plan, pipeline_schedule
+
+    for module in (pipeline, pipeline_checks, pipeline_plan, pipeline_schedule):
+        result = doctest.testmod(module)
+        assert result.failed == 0, module.__name__
+    assert doctest.testmod(pipeline_schedule).attempted >= 10 and doctest.testmod(pipeline_plan).attempted >= 5

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.sandbox_probes import escaped, worker_status
 from rewards import sandbox as sandbox_module
 from rewards.sandbox import SandboxCounters, StyleSandbox, run_style_checks, static_rejection_reason
 
@@ -364,46 +365,13 @@ def test_run_style_checks_default_instance() -> None:
     assert sandbox_module.default_sandbox() is sandbox_module.default_sandbox()
 
 
-def _raw_worker_status(source: str) -> tuple[str, frozenset[str]]:
-    """Send an UNVALIDATED source straight to a worker, to test the process layer on its own."""
-    worker = sandbox_module.pool._Worker(256 * 1024 * 1024, startup_seconds=20.0)
-    try:
-        payload = {"cpu": 0.5, "disable_after": 1, "checks": [[0, source]],
-                   "responses": [[0, "r"]], "cells": [[0, 0]]}
-        assert worker.submit(json.dumps(payload).encode() + b"\n", 1, 10.0)
-        line = worker.readline(10.0)
-        status = worker.statuses(0, 1)
-    finally:
-        worker.kill()
-    assert line == b"done"
-    return status, worker.hardening
-
-
-def escaped(action: str) -> str:
-    """A check that recovers ``os`` through ``__subclasses__`` (which the static layer refuses)
-    and returns True only if ``action`` succeeded."""
-    return (
-        "def find_os():\n"
-        "    for c in ().__class__.__base__.__subclasses__():\n"
-        "        if c.__name__ == '_wrap_close':\n"
-        "            return c.__init__.__globals__\n"
-        "def check(response):\n"
-        "    g = find_os()\n"
-        "    try:\n"
-        f"        {action}\n"
-        "    except Exception:\n"
-        "        return False\n"
-        "    return True\n"
-    )
-
-
 def test_worker_layer_positive_control_reaches_os() -> None:
-    assert _raw_worker_status(escaped("assert g['getpid']() > 0"))[0] == "1"
+    assert worker_status(escaped("assert g['getpid']() > 0"))[0] == "1"
 
 
 def test_worker_layer_has_no_open_builtin(tmp_path: Path) -> None:
     target = tmp_path / "pwned"
-    assert _raw_worker_status(body(f"open({str(target)!r}, 'w')\nreturn True"))[0] == "e"
+    assert worker_status(body(f"open({str(target)!r}, 'w')\nreturn True"))[0] == "e"
     assert not target.exists()
 
 
@@ -417,7 +385,7 @@ def test_worker_layer_has_no_open_builtin(tmp_path: Path) -> None:
 def test_worker_layer_blocks_escapes_even_with_os(tmp_path: Path, action: str) -> None:
     """Layer 2 alone: with the static check bypassed and ``os`` recovered, nothing gets out."""
     target = tmp_path / "pwned"
-    status, _ = _raw_worker_status(escaped(action.replace("TARGET", repr(str(target)))))
+    status, _ = worker_status(escaped(action.replace("TARGET", repr(str(target)))))
     assert status == "0"
     assert not target.exists()
 
@@ -433,7 +401,7 @@ def test_worker_layer_as_root_is_jailed_and_unprivileged(tmp_path: Path, action:
     victim = tmp_path / "victim.txt"
     victim.write_text("keep")
     victim.chmod(0o666)
-    status, hardening = _raw_worker_status(escaped(action.replace("VICTIM", repr(str(victim)))))
+    status, hardening = worker_status(escaped(action.replace("VICTIM", repr(str(victim)))))
     assert {"chroot", "nobody"} <= hardening
     assert status == "0"
     assert victim.read_text() == "keep"

@@ -24,13 +24,22 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.sandbox_probes import (
+    ACTIONS,
+    PROBE_USER,
+    ProbeUnavailable,
+    ensure_user,
+    escaped,
+    needed_paths,
+    open_paths_script,
+    worker_status,
+)
 from rewards.sandbox import pool
-from tests.test_sandbox import _raw_worker_status, escaped
 
 pytestmark = pytest.mark.timeout(120)
 
 ROOT = Path(__file__).resolve().parents[1]
-TEST_USER = "style-sandbox-test"
+TEST_USER = PROBE_USER
 
 
 def kernel_refusal() -> str | None:
@@ -55,7 +64,7 @@ def kernel_refusal() -> str | None:
 def hardening() -> frozenset[str]:
     """What a worker started here reports. Skips, saying why, where the kernel refuses the OS
     layer; fails where the kernel allows it and the worker still lacks part of it."""
-    _, applied = _raw_worker_status("def check(response):\n    return True\n")
+    _, applied = worker_status("def check(response):\n    return True\n")
     missing = pool.OS_LAYER - applied
     if missing:
         refusal = kernel_refusal()
@@ -76,18 +85,6 @@ def sibling() -> Iterator[subprocess.Popen]:
     proc.wait()
 
 
-ACTIONS = {
-    "mkdir_dev_shm": "g['mkdir']('/dev/shm/' + NAME)",
-    "list_dev_shm": "assert g['listdir']('/dev/shm') is not None",
-    "rename": "g['rename'](VICTIM, VICTIM + '.moved')",
-    "chmod": "g['chmod'](VICTIM, 0o600)",
-    "symlink": "g['symlink'](VICTIM, DIR + '/link')",
-    "unlink": "g['unlink'](VICTIM)",
-    "read": "assert g['stat'](VICTIM).st_size > 0",
-    "list_root": "assert len(g['listdir']('/')) > 0",
-    "kill_sibling": "g['kill'](SIBLING, 9)",
-    "signal_trainer": "g['kill'](TRAINER, 0)",
-}
 
 
 @pytest.mark.parametrize("action", sorted(ACTIONS))
@@ -102,7 +99,7 @@ def test_os_layer_stops_a_check_that_recovered_os(hardening: frozenset[str], tmp
             .replace("NAME", repr(name)).replace("SIBLING", str(sibling.pid))
             .replace("TRAINER", str(os.getpid())))
     try:
-        status, _ = _raw_worker_status(escaped(code))
+        status, _ = worker_status(escaped(code))
     finally:
         leftover = Path("/dev/shm") / name
         if leftover.exists():
@@ -132,14 +129,14 @@ def test_libc_reached_through_ctypes_is_still_filtered(hardening: frozenset[str]
         "    libc = find_cdll()(None)\n"
         f"    return libc.unlink({str(victim).encode()!r}) == 0 or libc.getppid() > 1\n"
     )
-    status, _ = _raw_worker_status(source)
+    status, _ = worker_status(source)
     assert status == "0"
     assert victim.read_text() == "keep"
 
 
 def test_worker_sees_a_pid_namespace_of_its_own(hardening: frozenset[str]) -> None:
     """PID 2 of a new PID namespace (its init, PID 1, only waits for it)."""
-    assert _raw_worker_status(escaped("assert g['getpid']() == 2"))[0] == "1"
+    assert worker_status(escaped("assert g['getpid']() == 2"))[0] == "1"
 
 
 def test_a_missing_os_layer_is_said_once(caplog: pytest.LogCaptureFixture,
@@ -160,48 +157,11 @@ def test_seccomp_program_is_compiled_by_libseccomp() -> None:
 # ---- the same tests as a real non-root user -------------------------------------------------
 
 
-def _needed_paths() -> list[Path]:
-    """What the non-root run must reach: the interpreter's installation, the venv, the repo."""
-    return [Path(os.path.realpath(sys.base_prefix)), Path(sys.prefix), ROOT]
-
-
-def open_paths_script() -> list[str]:
-    """Shell lines that, in a private mount namespace, open the folders the interpreter and the
-    repository need to an ordinary user: each closed parent becomes an empty tmpfs with only the
-    one entry needed bind-mounted back (used here and by benchmarks/sandbox_layers.py)."""
-    lines: list[str] = []
-    for blocked, child in _unsearchable_parents(_needed_paths()):
-        b, c = shlex.quote(str(blocked)), shlex.quote(str(child))
-        lines += ["t=$(mktemp -d)", f'mount --bind {c} "$t"',
-                  f"mount -t tmpfs -o mode=0755 tmpfs {b}", f"mkdir -p {c}", f'mount --move "$t" {c}']
-    return lines
-
-
-def _unsearchable_parents(paths: list[Path]) -> list[tuple[Path, Path]]:
-    """(blocked folder, its child on the way) for every folder others cannot search."""
-    out: dict[Path, Path] = {}
-    for path in paths:
-        for parent in reversed(path.parents):
-            if parent == Path("/"):
-                continue
-            if not os.stat(parent).st_mode & 0o001:
-                child = path.relative_to(parent).parts[0]
-                out.setdefault(parent, parent / child)
-                break
-    return sorted(out.items())
-
-
 def _ensure_user() -> pwd.struct_passwd:
     try:
-        return pwd.getpwnam(TEST_USER)
-    except KeyError:
-        pass
-    useradd = shutil.which("useradd")
-    if useradd is None:
-        pytest.skip("no useradd: cannot create the ordinary user the OS-layer tests run as")
-    subprocess.run([useradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
-                    TEST_USER], check=True, capture_output=True, timeout=60)
-    return pwd.getpwnam(TEST_USER)
+        return ensure_user(TEST_USER)
+    except ProbeUnavailable as e:
+        pytest.skip(f"{e}: the OS-layer tests run as that user")
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="already an ordinary user: the tests above are that run")
@@ -213,7 +173,7 @@ def test_os_layer_holds_for_an_ordinary_user() -> None:
     for tool in ("unshare", "setpriv", "mount"):
         if shutil.which(tool) is None:
             pytest.skip(f"no {tool}: cannot run the tests as an ordinary user")
-    closed = [p for p in _needed_paths() if not os.stat(p).st_mode & 0o001]
+    closed = [p for p in needed_paths() if not os.stat(p).st_mode & 0o001]
     if closed:  # e.g. a clone made straight into `mktemp -d` (mode 0700): no parent to stand in for
         pytest.skip(f"{closed[0]} is closed to other users (mode {oct(os.stat(closed[0]).st_mode & 0o777)}): "
                     "an ordinary user cannot run the tests from it")

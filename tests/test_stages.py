@@ -163,6 +163,24 @@ def test_a_changed_input_reruns_downstream_and_the_run_cache_restores(toy):
     assert (toy / "b.txt").read_text() == "a\nb\n" and (toy / "c.txt").read_text() == "a\n"
 
 
+def test_our_run_cache_rule_is_dvcs(toy):
+    """`plan` asks `run_cache_applies` (our copy of DVC's private `_can_hash`) whether a stage can
+    be restored from the run cache: `a` has no inputs, so never; `b` and `c` can. While the pinned
+    DVC still has its private one, the two answer alike on every stage."""
+    import contextlib
+
+    from dvc.repo import Repo
+
+    st.reproduce_in_place("a", toy, log=lambda _: None)  # b's and c's input now hashes
+    with contextlib.chdir(toy), Repo(str(toy)) as repo:
+        stages = {s.addressing: s for s in repo.index.stages}
+        ours = {name: st.run_cache_applies(s) for name, s in stages.items()}
+        assert ours == {"a": False, "b": True, "c": True}
+        dvc_rule = getattr(__import__("dvc.stage.cache", fromlist=["_can_hash"]), "_can_hash", None)
+        if dvc_rule is not None:
+            assert {name: bool(dvc_rule(s)) for name, s in stages.items()} == ours
+
+
 def test_a_failing_stage_names_itself_and_records_nothing(toy):
     st.reproduce_in_place("a", toy, log=lambda _: None)
     (toy / "dvc.yaml").write_text((toy / "dvc.yaml").read_text().replace(

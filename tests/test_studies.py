@@ -393,12 +393,12 @@ def test_the_study_command_names_a_bad_preset_in_one_line() -> None:
                        capture_output=True, text=True, timeout=300)
     errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
     assert r.returncode == 2 and errors == [
-        "error: study hint_copier: --methods ['dro'] are not arms of the study hint_copier; "
+        "error: --methods ['dro'] are not arms of the study hint_copier; "
         f"its arms: {studies.study_arms('hint_copier', ROOT)[0]}"], r.stderr[-2000:]
     r = subprocess.run([*run, "--study", "nope"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 2, r.stderr[-2000:]
     errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
-    assert errors == ["error: study nope: preset 'nope' is not defined; presets with a study: "
+    assert errors == ["error: preset 'nope' is not defined; presets with a study: "
                       f"{WITH_STUDY}"], r.stderr[-2000:]
 
 
