@@ -13,7 +13,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PREFECT_HOME ?= $(abspath .prefect)
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
 
-.PHONY: setup base run study studies results test test-slow ci gpu-smoke mlflow-ui revalidate prefect-server prefect-worker prefect-deploy clean
+.PHONY: setup base run study studies results test test-slow ci gpu-smoke mlflow-ui compare revalidate prefect-server prefect-worker prefect-deploy clean
 
 setup: $(VENV)/.installed
 
@@ -31,7 +31,7 @@ base: setup  ## rebuild the base of record (data/base_model, in git) on this mac
 	$(VENV)/bin/dvc repro --force --single-item build_base
 
 run: setup  ## the embedded default: seed 0 of the seven methods (params pipeline.quick), through the Prefect pipeline
-	$(PY) -m flows.pipeline --quick
+	$(PY) -m flows.pipeline --quick $(ARGS)
 
 study: setup  ## the study of record: every arm of params methods x every seed (what `dvc repro` runs, in parallel)
 	$(PY) -m flows.pipeline $(ARGS)
@@ -39,7 +39,8 @@ study: setup  ## the study of record: every arm of params methods x every seed (
 studies: setup  ## every claim setting's own study (presets that name arms), on its own base where the preset changes it
 	$(PY) -m flows.pipeline --study all $(ARGS)
 
-results: setup  ## the README's results and claims tables from the metrics files in git (data/, studies/), docs/speed.md's from benchmarks/results/
+results: setup  ## the report page (reports/index.html, not in git), the README's results and claims tables from the metrics files in git (data/, studies/), docs/speed.md's from benchmarks/results/
+	$(PY) -m flows.report --no-mlflow
 	$(PY) -m flows.report --readme README.md
 	$(PY) -m benchmarks.tables
 
@@ -63,9 +64,12 @@ revalidate: setup  ## SINCE=<commit>: re-run the canaries of configs/revalidate.
 	@test -n "$(SINCE)" || { echo "make revalidate: name the commit its records were current at: make revalidate SINCE=<commit>"; exit 2; }
 	$(PY) -m flows.revalidate --since $(SINCE) $(ARGS)
 
-mlflow-ui: setup  ## compare methods in the MLflow UI on http://127.0.0.1:5000
-	@echo "runs table: $$($(PY) -m tasks.tracking --url)"
+mlflow-ui: setup  ## import the committed runs (flows/mlflow_records.py), then compare methods in the MLflow UI on http://127.0.0.1:5000
+	MLFLOW_TRACKING_URI=sqlite:///$(abspath mlflow/mlflow.db) $(PY) -m flows.mlflow_records
 	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///$(abspath mlflow/mlflow.db) --host 127.0.0.1 --port 5000 -w 1
+
+compare: setup  ## a study's test metrics on one screen, 120 columns: method mean ± sd; ARGS="--seeds --study hint_copier --metric 'arith/*'"
+	$(PY) -m flows.compare $(ARGS)
 
 prefect-server: setup  ## local Prefect server (sqlite under .prefect/) on http://127.0.0.1:4200
 	scripts/prefect_server.sh
@@ -76,5 +80,14 @@ prefect-deploy: setup  ## work pool + deployments from prefect.yaml + zombie aut
 prefect-worker: setup  ## one more worker of the pool in this checkout
 	scripts/prefect_worker.sh
 
-clean:
-	rm -rf data/prepared data/base_model data/checkpoints data/eval data/plots reports
+# What `make clean` may remove: under these paths, the files git ignores (`git clean -X`), i.e.
+# what the stages rebuild (prepared data, run configs, SFT scratch, checkpoints, the report page,
+# the last call's stage times). Never a file in git (the base of record, the results of record),
+# nor your own data (data/external/), a judge built by hand (data/judge_model/), the MLflow store
+# (mlflow/) or the study workspaces (.studies/).
+CLEAN_PATHS := data/prepared data/runs data/work data/checkpoints data/eval data/plots reports dvc_plots
+
+clean:  ## remove the rebuildable outputs git ignores (checkpoints, prepared data, reports/index.html); every tracked file stays (docs/pipeline.md)
+	@git clean -ndX -- $(CLEAN_PATHS) | sed 's/^Would remove /make clean: removing /' | grep . \
+	  || echo "make clean: nothing to remove (git ignores no file under $(CLEAN_PATHS))"
+	@git clean -fdXq -- $(CLEAN_PATHS)
