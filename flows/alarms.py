@@ -45,11 +45,18 @@ over collapsed runs), and the **delay** of each hit in steps (alarm step - onset
 warned before the onset) with its median. A rate or median with nothing to divide by is None
 (rendered "—"), never 0.
 
+Only runs of their study's current base are labelled and scored: a stale run (trained from
+another base, or evaluated from another training: evals/lineage.py, `RunData.stale`) is left out
+and listed with why (`left_out` in the record), as every table and claim of the report leaves it
+out.
+
 Caveat, also on the page: the label above and alarms 1 and 3 read the same held-out curve, so
 their agreement is partly by construction (the label is the lab detector's own held-out rule);
 alarm 2 reads only the train curve.
 
-**The independent label** (`independent` in the record; the report's first alarms table). It
+**The independent label** (`independent` in the record; the report's first alarms table): the
+lab's collapse label, the one the report's first screen and the README count per method (seeds
+collapsed of seeds labelled, `label_counts`) beside the lab detector's alarms. It
 reads the TEST split, which no alarm reads (they read the val curve and the train curve), with
 its rule fixed before any run was scored against it:
 
@@ -414,13 +421,21 @@ def score_independent(collected: Collected, rows: Sequence[Mapping]) -> dict:
 
 
 def score(collected: Collected, collapse_cfg: CollapseConfig) -> dict:
-    """The JSON record: the rules, one row per labelled run, the skips and each alarm's summary."""
-    rows, skipped, notes = [], [], []
+    """The JSON record: the rules, one row per labelled run, the skips and each alarm's summary.
+
+    A stale run (`RunData.stale`: trained from another base than its study's current one, or
+    evaluated from another training; evals/lineage.py) is left out, as every table and claim
+    leaves it out, and listed in `left_out` with why: its curves and its test score stand on a
+    base the study's own base row is not, so neither label could be read against it."""
+    rows, skipped, notes, left_out = [], [], [], []
     for method, seeds in collected.runs.items():
         if method == "base":
             continue
         for seed, run in seeds.items():
             where = f"{method}/seed{seed}"
+            if stale := getattr(run, "stale", ""):
+                left_out.append({"method": method, "seed": seed, "reason": stale})
+                continue
             result = score_run(method, seed, run.heldout, run.train, collapse_cfg)
             if isinstance(result, str):
                 skipped.append({"method": method, "seed": seed, "reason": result})
@@ -433,7 +448,7 @@ def score(collected: Collected, collapse_cfg: CollapseConfig) -> dict:
                           "trend_frac": TREND_FRAC, "trend_patience": TREND_PATIENCE,
                           "probe_drop": PROBE_DROP, "probe_patience": PROBE_PATIENCE, "eps": EPS},
             "collapse_config": asdict(collapse_cfg),
-            "runs": rows, "skipped": skipped, "notes": notes,
+            "runs": rows, "skipped": skipped, "left_out": left_out, "notes": notes,
             "summary": {a: summarize(rows, a) for a in ALARMS},
             "independent": score_independent(collected, rows)}
 
@@ -443,12 +458,15 @@ def score(collected: Collected, collapse_cfg: CollapseConfig) -> dict:
 def _num(x: float | None) -> str:
     """A rate or median: two decimals (integers as integers), "—" for None.
 
-    >>> [_num(x) for x in (None, 0.25, 1.0, 12.5, -25)]
-    ['—', '0.25', '1', '12.5', '−25']
+    A rate below 0.01 keeps one significant digit (1 false alarm in 243 runs is 0.004, not 0).
+
+    >>> [_num(x) for x in (None, 0.25, 1.0, 12.5, -25, 0.0041)]
+    ['—', '0.25', '1', '12.5', '−25', '0.004']
     """
     if x is None:
         return "—"
-    text = str(int(x)) if float(x).is_integer() else f"{x:.2f}".rstrip("0")
+    text = (str(int(x)) if float(x).is_integer()
+            else (f"{x:.2f}" if abs(x) >= 0.01 else f"{x:.1g}").rstrip("0").rstrip("."))
     return text.replace("-", "−")
 
 
@@ -479,6 +497,29 @@ def counts(record: Mapping) -> str:
     collapsed = sum(r["label"] == COLLAPSED for r in rows)
     return (f"{len(rows)} runs labelled ({collapsed} collapsed, {len(rows) - collapsed} healthy), "
             f"{len(record['skipped'])} skipped")
+
+
+def label_counts(record: Mapping) -> tuple[int, int, int]:
+    """(runs labelled, collapsed, healthy) by the independent label (the test split): the lab's
+    collapse label, which the report's first screen and the README count."""
+    rows = (record.get("independent") or {}).get("runs") or []
+    collapsed = sum(r["label"] == COLLAPSED for r in rows)
+    return len(rows), collapsed, len(rows) - collapsed
+
+
+def detector_rates(record: Mapping) -> str:
+    """The lab detector's error rates against the independent label, in words.
+
+    >>> detector_rates({"independent": {"summary": {"lab_detector": {"collapsed": 4, "misses": 1,
+    ...     "miss_rate": 0.25, "healthy": 200, "false_alarms": 1, "false_alarm_rate": 0.005}}}})
+    'misses 1 of 4 collapsed runs (0.25) and false-alarms on 1 of 200 healthy runs (0.005)'
+    """
+    s = ((record.get("independent") or {}).get("summary") or {}).get("lab_detector")
+    if not s:
+        return "no run labelled, so no rate"
+    return (f"misses {s['misses']} of {s['collapsed']} collapsed runs ({_num(s['miss_rate'])}) and "
+            f"false-alarms on {s['false_alarms']} of {s['healthy']} healthy runs "
+            f"({_num(s['false_alarm_rate'])})")
 
 
 def independent_counts(record: Mapping) -> str:

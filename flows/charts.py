@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.params import ROOT
-from flows.report_collect import Collected, TaskResult, number
+from flows.report_collect import Collected, number
+from flows.report_rank import TaskResult
 
 # Colour i of a method (its index in the report's colour order); DVC cycles through the same.
 # Tableau's ten without its grey (grey is the base's), then ten darker or lighter hues, so a study
@@ -180,7 +181,7 @@ def line_unit(x: str, y: str, color: dict, *, x_title: str = X_TITLE, y_title: s
         encoding["opacity"] = opacity
     if isinstance(tooltip, list):
         encoding["tooltip"] = tooltip
-    unit = {"mark": mark, "encoding": encoding}
+    unit: dict[str, object] = {"mark": mark, "encoding": encoding}
     if zoom:
         unit["params"] = [{"name": "grid", "select": "interval", "bind": "scales"}]
     return unit

@@ -258,7 +258,7 @@ def dvc_plots(root: Path = ROOT) -> str:
     from evals.registry import headline_metrics
 
     data, order = study_record("default", root)
-    found = collect(data, order)
+    found = current(collect(data, order))  # a stale run (another base) is left out, as in the report
     by_task: dict[str, list[tuple[str, int]]] = {}
     for method, seeds in found.runs.items():
         runs = [(method, s) for s, r in seeds.items() if s is not None and r.heldout]

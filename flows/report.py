@@ -1,25 +1,39 @@
 """Stage `report`: the comparison of methods in `reports/` (tables, curves, one HTML page).
 
-What it reads and concludes is flows/report_collect.py (`collect`, `aggregate`, `headline`,
-`provenance`); this module draws it. Inputs, all under `data/`:
+What it reads is flows/report_collect.py (`collect`, `current`, `aggregate`, `provenance`); what it
+concludes on the first screen is flows/report_rank.py (`headline`: the methods grouped by what
+they read, ranked, tied only where the claims' test cannot separate them, the ceiling and the
+floor, the lab's collapse label); this module and its parts draw it (report_answer: the first
+screen; report_claims: the claims table; report_readme: the README's blocks; report_format:
+numbers and tables). Inputs, all under `data/`:
 
 - `data/eval/base/metrics.json` and every `data/eval/<method>/seed<S>/metrics.json`: the final
-  evaluations (mean ± population std over seeds, the number of seeds);
-- `data/plots/<method>/seed<S>/{train,heldout}.json`: the curves;
+  evaluations (mean ± population std over seeds, the number of seeds), and `items.json` beside
+  each (per-item scores: the claims' test, and the first screen's);
+- `data/plots/<method>/seed<S>/{train,heldout,test}.json`: the curves (test.json: the lab's
+  collapse label, flows/alarms.py);
 - `data/checkpoints/<method>/seed<S>/run.json` (`collapse_events`, models/collapse.py): a dashed marker on
-  every chart of that run at the event's step, labelled with its kind (the message in a tooltip).
+  every chart of that run at the event's step, labelled with its kind (the message in a tooltip);
+- `docs/methods/label_use.json`: what each method reads (measured by tests/test_label_use.py).
+
+Only runs of their study's current base are drawn, counted or scored: a stale run (another base,
+evals/lineage.py) is left out of every table, claim, chart, figure and collapse alarm.
 
 The page (`reports/index.html`) opens with the answer, then the evidence:
 
 1. header: preset, git commit, date, seeds; a "smoke test, not a result" banner when the preset
-   or the data is a smoke test of the pipeline (`report_collect.smoke_reasons`); the stale runs
-   left out; how many recorded runs ran with code or settings HEAD has changed since
-   (`report_collect.outdated_runs`: their run file in dvc.lock, which DVC would run again);
-2. result: per task, the methods trained on it ranked by the task's headline metric (mean ± std
-   over seeds, the difference to the base, every seed's value drawn), the best marked ★, the
-   methods within the seeds' spread of it marked ≈: the answer on the first screen;
+   or the data is a smoke test of the pipeline (`report_collect.smoke_reasons`); ONE line of
+   bookkeeping (the stale runs left out, the runs recorded before a change to their code or
+   settings: `report_collect.outdated_runs`) linking to the section that lists them;
+2. result, "which reward can you trust without labels": per task, the methods trained on it in
+   groups by what they read (label-free first, then those reading references, then those reading
+   labels, whose best is the ceiling; the base last, the floor), each group ranked by the task's
+   headline metric (mean ± std over seeds, the difference to the base, the claims' test against
+   the group's best with its 95% interval, every seed's value drawn), the best ★ and the methods
+   the test cannot separate from it ≈; the seeds the lab's collapse label calls collapsed, and the
+   lab detector's alarms beside them with its measured miss and false-alarm rates;
 3. the papers' claims (`evals/claims.py`), the science section's opening table: each claim's
-   arms, metric, difference with its 95% bootstrap interval, seeds per arm and verdict
+   arms, metric, difference with its 95% interval, seeds per arm and verdict
    (reproduced, not reproduced, inconclusive), and the rule; the same numbers in
    `reports/claims.json`;
 4. held-out curves of each headline metric, every method of the task overlaid (mean over seeds,
@@ -28,7 +42,8 @@ The page (`reports/index.html`) opens with the answer, then the evidence:
    (`flows/alarms.py`: each run labelled collapsed or healthy in hindsight, three online alarms
    scored against the labels; the same numbers in `reports/alarms.json`);
 6. diagnostics: each method's training reward on its own axis (the rewards are on incompatible
-   scales: RLME's is a log-probability), the other training and held-out curves overlaid.
+   scales: RLME's is a log-probability), the other training and held-out curves overlaid;
+7. the stale and outdated runs, listed.
 
 Methods are discovered from those folders (any name, not only `params.methods`), so a variant run
 by hand shows up too. Nothing missing is fatal: a method with an evaluation but no curves gets a
@@ -54,28 +69,36 @@ from prefect import flow
 
 from core import paths
 from core.cli import parser, run_main
-from core.io import read_json, write_json
+from core.io import write_json
 from core.params import Params, load
-from evals.claims import (
-    FAILS,
-    INCONCLUSIVE,
-    MEASURES,
-    NOT_RUN,
-    NOT_TESTED,
-    PILOT,
-    RULE,
-    Comparison,
-    Verdict,
-    claims_json,
-    per_seed,
-    short_of_plan,
-    study_of,
-    verdicts,
-)
-from evals.stats import snap
+from evals.claims import INCONCLUSIVE, PILOT, Verdict, claims_json, verdicts
 from flows import alarms as alarms_
 from flows import charts as charts_
 from flows.charts import PALETTE, Series, series_for  # noqa: F401 - re-exported
+from flows.report_answer import (  # noqa: F401 - re-exported
+    RECORDS_ANCHOR,
+    RECORDS_ID,
+    answer_html,
+    answer_line,
+    answer_lines,
+    collapse_legend,
+    first_screen_key,
+    headline_html,
+    left_out_summary,
+    records_html,
+    records_markdown,
+    records_section_html,
+    records_section_markdown,
+)
+from flows.report_claims import (  # noqa: F401 - re-exported
+    _interval,
+    base_first,
+    claim_cells,
+    claims_html,
+    claims_markdown,
+    runs_needed,
+    second_base_cell,
+)
 from flows.report_collect import (  # noqa: F401 - re-exported: the stage's reading half
     OTHER,
     SMOKE_MAX_STEPS,
@@ -84,9 +107,7 @@ from flows.report_collect import (  # noqa: F401 - re-exported: the stage's read
     TASK_HEADLINE,
     Collected,
     Provenance,
-    Row,
     RunData,
-    TaskResult,
     aggregate,
     benchmark_of,
     collect,
@@ -94,7 +115,6 @@ from flows.report_collect import (  # noqa: F401 - re-exported: the stage's read
     count_keys,
     current,
     discover,
-    headline,
     headline_metrics,
     number,
     outdated_runs,
@@ -102,163 +122,82 @@ from flows.report_collect import (  # noqa: F401 - re-exported: the stage's read
     provenance,
     run_task,
     smoke_reasons,
+    with_studies,
+)
+from flows.report_format import (  # noqa: F401 - re-exported: the tables
+    HEADLINE,
+    PREFERRED,
+    _fmt,
+    _fmt_count,
+    _markdown,
+    _metric_rank,
+    _signed,
+    alarms_html,
+    alarms_markdown,
+    benchmark_rows,
+    benchmarks,
+    cell,
+    html_table,
+    table,
+)
+from flows.report_rank import (  # noqa: F401 - re-exported
+    COLLAPSE_LABEL,
+    Records,
+    Row,
+    TaskResult,
+    collapse_config,
+    gather,
+    headline,
+)
+from flows.report_readme import (  # noqa: F401 - re-exported: `make results`
+    CLAIMS_BEGIN,
+    CLAIMS_END,
+    README_BEGIN,
+    README_END,
+    RUN_BEGIN,
+    RUN_END,
+    claims_readme,
+    results_markdown,
+    run_cost_line,
+    run_markdown,
+    update_readme,
+    write_readme,
 )
 from models.collapse import CollapseConfig
 
-# Columns of the headline table printed by the CLI and at the top of summary.md.
-HEADLINE = ["arith/pass@1", "arith/greedy_accuracy", "arith/pass@k", "arith/mean_length",
-            "arith_cf/cheat_rate", "facts/coverage", "facts/style_adherence", "pairs/outcome_acc"]
-# Within a benchmark table these metrics come first, in this order; the rest alphabetically, `n` last.
-PREFERRED = ["pass@1", "greedy_accuracy", "pass@k", "accuracy", "outcome_acc", "cheat_rate",
-             "coverage", "style_adherence"]
 # Train-curve columns charted first; every other numeric column follows (`reward_std` is noise;
 # `reward` has its own per-method charts: the methods' rewards are on incompatible scales).
 TRAIN_FIRST = ["entropy", "completion_length", "clipped_ratio"]
 TRAIN_SKIP = {"step", "reward_std", "reward"}
 SMOKE_BANNER = "Smoke test, not a result"
-
-
-# ------------------------------------------------------------------------------ numbers
-
-def _fmt(value: float) -> str:
-    """Three significant decimals below 10, fewer above; integers from 10 up as integers. The
-    value is snapped to 9 decimals first (evals.stats.snap), so a mean that is exactly 0.8475 prints
-    the same whichever way one machine's float sums rounded it.
-
-    >>> [_fmt(v) for v in (0.8476, 57.76, 200.0, 1234.5, 0.0001)]
-    ['0.848', '57.76', '200', '1234.5', '1.00e-04']
-    >>> _fmt(0.0125 + 1e-15) == _fmt(0.0125 - 1e-15) == _fmt(0.0125)
-    True
-    """
-    value = snap(value)
-    if abs(value) >= 10 and float(value).is_integer():
-        return str(int(value))
-    if value != 0 and abs(value) < 1e-3:
-        return f"{value:.2e}"
-    return f"{value:.1f}" if abs(value) >= 100 else f"{value:.2f}" if abs(value) >= 10 else f"{value:.3f}"
-
-
-def _fmt_count(value: float) -> str:
-    """A count (or a mean of counts): an integer when whole, else one decimal.
-
-    >>> [_fmt_count(v) for v in (8.0, 200, 8.5, 0.0)]
-    ['8', '200', '8.5', '0']
-    """
-    return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
-
-
-def _signed(value: float) -> str:
-    """The difference to a reference, always signed.
-
-    >>> _signed(0.505), _signed(-0.054), _signed(0.0)
-    ('+0.505', '−0.054', '±0.000')
-    """
-    text = _fmt(abs(value))
-    return ("+" if value > 0 else "−" if value < 0 else "±") + text
-
-
-def cell(stat: dict | None, row_n: int, count: bool = False) -> str:
-    """`mean ± std` (std only with several seeds); `(n=k)` when fewer seeds than the row has.
-
-    A count prints as an integer (`8`, not `8.000`).
-    """
-    if stat is None:
-        return "—"
-    fmt = _fmt_count if count else _fmt
-    # A spread of exactly 0 on a count (`n`, the same test set every seed) is not news.
-    spread = stat["n"] > 1 and not (stat["std"] == 0 and float(stat["mean"]).is_integer())
-    text = fmt(stat["mean"]) + (f" ± {fmt(stat['std'])}" if spread else "")
-    return text + (f" (n={stat['n']})" if stat["n"] < row_n else "")
-
-
-# ------------------------------------------------------------------------------ tables
-
-def _metric_rank(metric: str) -> tuple:
-    if metric in PREFERRED:
-        return (0, PREFERRED.index(metric), metric)
-    return (2, 0, metric) if metric == "n" else (1, 0, metric)
-
-
-def benchmarks(agg: dict[str, dict]) -> dict[str, list[str]]:
-    """Benchmark -> its metric names in column order (benchmarks by name, `other` last)."""
-    out: dict[str, set[str]] = {}
-    for metrics in agg.values():
-        for key in metrics:
-            bench, metric = benchmark_of(key)
-            out.setdefault(bench, set()).add(metric)
-    names = sorted(out, key=lambda b: (b == OTHER, b))
-    return {b: sorted(out[b], key=_metric_rank) for b in names}
-
-
-def benchmark_rows(agg: dict[str, dict], bench: str, metrics: list[str],
-                   counts: set[str] = frozenset()) -> list[list[str]]:
-    """[method, seeds, cell...] for each method with at least one metric of `bench`."""
-    rows = []
-    for method, stats in agg.items():
-        keys = [m if bench == OTHER else f"{bench}/{m}" for m in metrics]
-        keyed = [stats.get(k) for k in keys]
-        if not any(keyed):
-            continue
-        row_n = max(s["n"] for s in keyed if s)
-        rows.append([method, str(row_n), *(cell(s, row_n, k in counts) for k, s in zip(keys, keyed))])
-    return rows
-
-
-def _markdown(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
-    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
-
-
-def table(agg: dict[str, dict]) -> str:
-    """The headline table (markdown): the HEADLINE metrics that any method has."""
-    cols = [c for c in HEADLINE if any(c in m for m in agg.values())]
-    rows = []
-    for name, stats in agg.items():
-        row_n = max((stats[c]["n"] for c in cols if c in stats), default=0)
-        rows.append([name, *(cell(stats.get(c), row_n) if c in stats else "" for c in cols)])
-    return _markdown(["method", *cols], rows)
-
-
-def left_out_summary(left_out: Sequence[str]) -> str:
-    """The stale runs (each entry `<run>: <why>`) grouped by why, each group's runs counted by
-    method: one short sentence however many runs a new base leaves behind.
-
-    >>> left_out_summary(["rlvr/seed0: base a", "rlvr/seed1: base a", "base: base a"])
-    'base a: base, rlvr ×2'
-    """
-    groups: dict[str, dict[str, int]] = {}
-    for entry in left_out:
-        run, _, why = entry.partition(": ")
-        method = run.rsplit("/seed", 1)[0]
-        counts = groups.setdefault(why or "stale", {})
-        counts[method] = counts.get(method, 0) + 1
-    return "; ".join(f"{why}: " + ", ".join(m if n == 1 else f"{m} ×{n}" for m, n in sorted(c.items()))
-                     for why, c in groups.items())
-
-
-def left_out_markdown(left_out: Sequence[str]) -> str:
-    """The first screen's warning: the stale runs no table or claim pools, grouped by why."""
-    if not left_out:
-        return ""
-    return (f"> **{len(left_out)} stale run{'s' * (len(left_out) != 1)} left out** of every table and "
-            f"claim (a number is never pooled across bases). {left_out_summary(left_out)}.")
+ANSWER_TITLE = "Which reward can you trust without labels?"
 
 
 def summary_markdown(agg: dict[str, dict], collected: Collected, smoke: Sequence[str] = (),
                      claims: tuple[list[Verdict], list[str]] | None = None,
-                     alarms: dict | None = None, left_out: Sequence[str] = (), outdated: str = "") -> str:
-    """summary.md: the headline table, the papers' claims, one table per benchmark, the collapse
-    events, the collapse alarms' error rates and notes (and, first, the smoke-test warning when
-    there is one)."""
+                     alarms: dict | None = None, left_out: Sequence[str] = (), outdated: str = "",
+                     outdated_counts: dict[str, dict[str, int]] | None = None,
+                     results: list[TaskResult] | None = None, data_dir: Path = paths.DATA) -> str:
+    """summary.md: first the answer as the first screen gives it (the smoke-test warning and the one
+    line of bookkeeping when they apply, a sentence per task, the methods grouped by what they read
+    with the tie rule and the collapse label: `results_markdown`), then the headline table, the
+    papers' claims, one table per benchmark, the collapse events, the collapse alarms' error rates,
+    the stale and outdated runs and notes."""
     found, claim_notes = claims if claims is not None else verdicts(collected.runs)
-    parts = ["# Reward methods compared", "", "## Methods compared", "", table(agg), "",
-             claims_markdown(found, claim_notes)]
-    if outdated:
-        parts[1:1] = ["", f"> {outdated}"]
-    if left_out:
-        parts[1:1] = ["", left_out_markdown(left_out)]
+    alarms = alarms if alarms is not None else alarms_.score(collected, _collapse_config(None))
+    results = results if results is not None else headline(collected, agg, data_dir, alarms=alarms)
+    parts = ["# Reward methods compared", ""]
     if smoke:
-        parts[1:1] = ["", f"> **{SMOKE_BANNER}**: {'; '.join(smoke)}."]
+        parts += [f"> **{SMOKE_BANNER}**: {'; '.join(smoke)}.", ""]
+    if line := records_markdown(left_out, outdated_counts or {}, f"#{RECORDS_ANCHOR}"):
+        parts += [line, ""]
+    parts += [f"## {ANSWER_TITLE}", ""]
+    if results:
+        parts += [*(f"- {line}" for line in answer_lines(results)), "",
+                  results_markdown(agg, collected, data_dir, alarms=alarms, results=results)]
+    else:
+        parts.append("No evaluations found (data/eval/ is empty).")
+    parts += ["", "## Methods compared", "", table(agg), "", claims_markdown(found, claim_notes)]
     counts = count_keys(collected)
     for bench, metrics in benchmarks(agg).items():
         parts += ["", f"## {bench}", "", _markdown(["method", "seeds", *metrics],
@@ -267,401 +206,22 @@ def summary_markdown(agg: dict[str, dict], collected: Collected, smoke: Sequence
     if events:
         parts += ["", "## Collapse events", "", _markdown(["method", "seed", "step", "kind", "message"],
                                                           events)]
-    alarms = alarms if alarms is not None else alarms_.score(collected, _collapse_config(None))
     parts += ["", "## Collapse alarms: how often they are right", "", alarms_markdown(alarms)]
+    if section := records_section_markdown(left_out, outdated):
+        parts += ["", section]
     if collected.notes:
         parts += ["", "## Notes", "", *(f"- {n}" for n in collected.notes)]
     return "\n".join(parts) + "\n"
 
 
-def _interval(c: Comparison) -> str:
-    """`+0.120 [+0.080, +0.160]`; before the planned seeds exist, the pilot's difference alone
-    (no interval: the verdict is computed once, on the planned seeds); `—` without a number."""
-    if c.difference is None or c.low is None or c.high is None:
-        pilot = c.plan.get("pilot_difference") if c.plan else None
-        return f"pilot {_signed(pilot)} (no interval before the planned seeds)" if pilot is not None else "—"
-    return f"{_signed(c.difference)} [{_signed(c.low)}, {_signed(c.high)}]"
-
-
-def _without_study(text: str, study: str) -> str:
-    """`text` with the arms of `study` named without it (`hint_copier/rlme` -> `rlme`); as is
-    when `study` is ''."""
-    return text.replace(f"{study}/", "") if study else text
-
-
-def claim_cells(v: Verdict) -> list[list[str]]:
-    """A claim's table cells, each a list of lines: claim (and its setting), paper, arms, metric,
-    difference [95% interval] (one line per comparison, then the test and what was resampled),
-    seeds per arm, verdict (the reason, each precondition measured, what a decision needs)."""
-    c, comps = v.claim, v.comparisons
-    several = len(comps) > 1
-    # Arms of one preset study (`hint_copier/rlme`, ...) are named once with their base.
-    presets = {a.rpartition("/")[0] for a in c.arms}
-    setting = presets.pop() if len(presets) == 1 else ""
-
-    def name(arm: str | None) -> str:
-        if arm is None:
-            return "0"
-        return arm.removeprefix(f"{setting}/") if setting else arm
-
-    def short(text: str) -> str:
-        return _without_study(text, setting)
-
-    def head(x: Comparison) -> str:
-        return (x.label or f"{name(x.treatment)} − {name(x.control)}") + ": "
-
-    diffs = [(head(x) if several else "") + _interval(x) + (f" ({short(per_seed(x))})" if per_seed(x) else "")
-             for x in comps]
-    tests = list(dict.fromkeys(x.test for x in comps if x.test))
-    bases = list(dict.fromkeys(x.basis for x in comps if x.basis))
-    ps = [f"{name(x.treatment)}: exact permutation p = {_fmt(x.p)}" for x in comps if x.p is not None]
-    seeds: dict[str, int] = {}
-    for x in comps:
-        seeds.update(x.seeds)
-    planned = list(dict.fromkeys(int(x.plan["seeds"]) for x in comps if x.plan.get("seeds")))
-    own = list(dict.fromkeys(p.metric for p in c.comparisons if p.metric and p.metric != c.metric))
-    own += [f"{name(p.control)}'s {p.control_metric}" for p in c.comparisons if p.control and p.control_metric]
-    metric = f"{c.metric}, {MEASURES[c.measure]}" if c.metric else "—"
-    arms = [f"{name(x.treatment)} vs {name(x.control)}" if x.control else f"{name(x.treatment)} (vs 0)"
-            for x in comps]
-    pre = [f"precondition {p.status}: {p.what} ({short(p.detail)})" for p in v.preconditions]
-    expected = [f"expected {c.expected()}"]
-    return [[c.statement] + ([f"setting: {c.setting}"] if c.setting else []), [f"{c.paper} {c.figure}"],
-            arms + ([f"(the {setting} study's base)"] if setting else []),
-            [metric, *(f"and {m}" for m in own), *expected], diffs + tests + bases + ps,
-            [", ".join(f"{name(a)} {n}" for a, n in seeds.items())]
-            + ([f"planned {' / '.join(map(str, planned))} per arm"] if planned else []),
-            second_base_cell(v),
-            # Each precondition's line says its status: a reason that only names them again is left out.
-            [v.verdict, *([] if pre and v.reason.startswith("precondition ") else [short(v.reason)]), *pre]
-            + ([f"needs: {short(v.needs)}"] if v.needs else [])]
-
-
-def second_base_cell(v: Verdict) -> list[str]:
-    """The claim on the second base (evals/claims.py, `second_base`): its verdict, the first
-    comparison's difference and interval, and whether it agrees with the first base's (said only
-    when both are decided: "inconclusive" on either base is neither); `not run`. A claim not
-    tested there names the precondition that failed there, with what was measured (its arms
-    named without their study when it has one).
-
-    >>> from evals.claims import CLAIMS
-    >>> second_base_cell(Verdict(CLAIMS[0], (), "inconclusive", "", second={"verdict": "not run"}))
-    ['not run']
-    >>> second_base_cell(Verdict(CLAIMS[0], (), "reproduced", "", second={"verdict": "reproduced",
-    ...     "diff": -0.02, "ci": [-0.05, 0.01], "agrees": True}))
-    ['reproduced', '−0.020 [−0.050, +0.010]', 'agrees']
-    >>> second_base_cell(Verdict(CLAIMS[0], (), "reproduced", "", second={
-    ...     "verdict": "inconclusive", "agrees": None}))
-    ['inconclusive']
-    >>> second_base_cell(Verdict(CLAIMS[0], (), "not tested", "", second={
-    ...     "verdict": "not tested", "agrees": True, "studies": ["hint_copier.seed1"], "preconditions": [
-    ...         {"what": "RLME learns to copy", "status": "fails", "detail":
-    ...          "hint_copier.seed1/rlme − hint_copier.seed1/base -0.252 [-0.295, -0.208]"},
-    ...         {"what": "RLVR learns to copy", "status": "undecided", "detail": "4 seeds needed"}]}))
-    ['not tested', 'precondition fails: RLME learns to copy (rlme − base -0.252 [-0.295, -0.208])', 'agrees']
-    """
-    second = v.second or {"verdict": NOT_RUN}
-    if second["verdict"] == NOT_RUN:
-        return [NOT_RUN]
-    studies = second.get("studies") or []
-    study = studies[0] if len(studies) == 1 else ""
-    failed = [f"precondition fails: {p['what']}"
-              + (f" ({_without_study(p['detail'], study)})" if p.get("detail") else "")
-              for p in second.get("preconditions", []) if p["status"] == FAILS
-              ] if second["verdict"] == NOT_TESTED else []
-    diff, ci = second.get("diff"), second.get("ci")
-    number = ([f"{_signed(diff)} [{_signed(ci[0])}, {_signed(ci[1])}]"] if diff is not None and ci
-              else [f"{_signed(diff)}"] if diff is not None else [])
-    agrees = second.get("agrees")
-    return [second["verdict"], *number, *failed,
-            *([] if agrees is None else ["agrees" if agrees else "differs from the first base"])]
-
-
-def runs_needed(found: list[Verdict]) -> list[tuple[str, list[str]]]:
-    """What the claims still lack seeds for, as the power rule plans them (`short_of_plan`): (the
-    command that runs it, its arms with the seeds found and planned), the default study's arms in
-    one command, then one per preset study (claims still undecided only: more seeds cannot move a
-    decided one, `combine`); then, per second-base study, its arms short of their
-    pilot seeds (`second_base`'s `short_of_pilot`), and its arms whose pilot is in but not the
-    seeds the plan from it asks (`short_of_plan`). Blocked claims need no runs.
-
-    >>> from evals.claims import CLAIMS
-    >>> [(cmd, arms)] = runs_needed([Verdict(CLAIMS[0], (), "reproduced", "", second={
-    ...     "verdict": "not run", "short_of_pilot": ["default.seed1/rlvr", "default.seed1/rlme"]})])
-    >>> print(cmd); print(arms)
-    python -m flows.pipeline --study default.seed1 --no-extend --methods rlme rlvr
-    ['default.seed1/rlme (pilot)', 'default.seed1/rlvr (pilot)']
-    >>> [(cmd, arms)] = runs_needed([Verdict(CLAIMS[0], (), "reproduced", "", second={
-    ...     "verdict": "inconclusive", "short_of_pilot": [],
-    ...     "short_of_plan": {"default.seed1/rlvr": [4, 6], "default.seed1/rlme": [3, 6]}})])
-    >>> print(cmd); print(arms)
-    python -m flows.pipeline --study default.seed1 --methods rlme rlvr
-    ['default.seed1/rlme (3 of 6 seeds)', 'default.seed1/rlvr (4 of 6 seeds)']
-    """
-    short = short_of_plan([v for v in found if v.verdict in (INCONCLUSIVE, NOT_RUN)])
-
-    def line(a: str, n: Sequence[int]) -> str:
-        return f"{a} ({n[0]} of {n[1]} seeds)"
-
-    default = sorted(a for a in short if "/" not in a)
-    out = ([(f"make study ARGS='--methods {' '.join(default)}'", [line(a, short[a]) for a in default])]
-           if default else [])
-    for preset in sorted({a.split("/")[0] for a in short if "/" in a}):
-        out.append((f"python -m flows.pipeline --study {preset}",
-                    [line(a, short[a]) for a in sorted(short) if a.startswith(f"{preset}/")]))
-    second = sorted({a for v in found for a in (v.second or {}).get("short_of_pilot", [])})
-    for study in sorted({study_of(a) for a in second}):
-        arms = [a for a in second if study_of(a) == study]
-        out.append((f"python -m flows.pipeline --study {study} --no-extend --methods "
-                    + " ".join(a.rpartition("/")[2] for a in arms), [f"{a} (pilot)" for a in arms]))
-    planned: dict[str, list[int]] = {}
-    for v in found:
-        if v.claim.blocked:
-            continue
-        for a, (n, want) in (v.second or {}).get("short_of_plan", {}).items():
-            if a not in second:
-                planned[a] = [max(n, planned.get(a, [0, 0])[0]), max(want, planned.get(a, [0, 0])[1])]
-    for study in sorted({study_of(a) for a in planned}):
-        arms = sorted(a for a in planned if study_of(a) == study)
-        out.append((f"python -m flows.pipeline --study {study} --methods "
-                    + " ".join(a.rpartition("/")[2] for a in arms), [line(a, planned[a]) for a in arms]))
-    return out
-
-
-def base_first(cmd: str, root: Path | None = None) -> str:
-    """What a runs-needed command spends before its runs when its study's record names a base of
-    its own and ships none (tasks/studies.py `unshipped_base`): the call builds that base again
-    first, and on a CPU that builds another one every recorded run of the study is stale and
-    trains again. '' for any other command."""
-    from tasks.studies import unshipped_base
-
-    study = cmd.split("--study ", 1)[1].split()[0] if "--study " in cmd else None
-    seconds = unshipped_base(study, root or paths.ROOT) if study else None
-    if seconds is None:
-        return ""
-    took = f", {seconds / 60:.0f} min when it was recorded" if seconds else ""
-    return (f"builds the study's base first, its record ships none{took}; if this CPU builds "
-            "another, the recorded runs are stale and train again")
-
-
-def _needed_lines(found: list[Verdict]) -> list[str]:
-    return [f"`{cmd}`: {', '.join(arms)}" + (f"; {note}" if (note := base_first(cmd)) else "")
-            for cmd, arms in runs_needed(found)]
-
-
-def claims_markdown(found: list[Verdict], notes: Sequence[str] = (), heading: bool = True) -> str:
-    """The claims table (markdown) with the rule and any skipped per-item files."""
-    header = ["claim", "paper", "arms", "metric", "difference [95% interval]", "seeds", "second base",
-              "verdict"]
-
-    def md(lines: list[str], bold: bool = False) -> str:
-        lines = [line.replace("|", "\\|") for line in lines]
-        return f"**{lines[0]}**: {'; '.join(lines[1:])}" if bold else "; ".join(lines)
-
-    rows = [[*(md(cell) for cell in cells[:-1]), md(cells[-1], bold=True)]
-            for cells in (claim_cells(v) for v in found)]
-    parts = [*(["## The papers' claims", ""] if heading else []), _markdown(header, rows), "",
-             f"Rule: {RULE}"]
-    if needed := _needed_lines(found):
-        parts += ["", "Runs still needed for a verdict:", "", *(f"- {line}" for line in needed)]
-    if notes:
-        parts += ["", "Per-item files skipped:", "", *(f"- {n}" for n in notes)]
-    return "\n".join(parts)
-
-
-def claims_html(found: list[Verdict], notes: Sequence[str] = ()) -> str:
-    """The claims section's table: one row per claim, its verdict coloured."""
-    esc = html.escape
-    header = ["claim", "paper", "arms", "metric", "difference [95% interval]", "seeds", "second base",
-              "verdict"]
-    body = []
-    for v in found:
-        cells = claim_cells(v)
-        # The second base's measured precondition reads as the verdict cell's reasons do: muted.
-        tds = ["<td>" + "<br>".join(f"<span class='muted'>{esc(line)}</span>"
-                                    if line.startswith("precondition ") else esc(line)
-                                    for line in cell) + "</td>" for cell in cells[:-1]]
-        verdict, *why = cells[-1]
-        tds.append(f"<td class='verdict'><b>{esc(verdict)}</b><br><span class='muted'>"
-                   + "<br>".join(esc(line) for line in why) + "</span></td>")
-        body.append(f"<tr class='{esc(v.verdict.replace(' ', '-'))}' data-claim='{esc(v.claim.id)}'>"
-                    + "".join(tds) + "</tr>")
-    head = "".join(f"<th>{esc(h)}</th>" for h in header)
-    skipped = ("<p class='notes'>Per-item files skipped: " + "; ".join(esc(n) for n in notes) + "</p>"
-               if notes else "")
-    needed = runs_needed(found)  # the command as code, not markdown's backticks
-    todo = ("<p class='needed'>Runs still needed for a verdict:</p><ul class='needed'>"
-            + "".join(f"<li><code>{esc(cmd)}</code>: {esc(', '.join(arms))}"
-                      + (f"; {esc(note)}" if (note := base_first(cmd)) else "") + "</li>"
-                      for cmd, arms in needed)
-            + "</ul>") if needed else ""
-    return (f"<table class='claims text'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}"
-            f"</tbody></table>{todo}<p class='muted'>Rule: {esc(RULE)}</p>{skipped}")
-
-
-README_BEGIN = "<!-- results:begin (python -m flows.report --readme README.md) -->"
-README_END = "<!-- results:end -->"
-# The README's second generated block: the claims table and the alarms' error rates.
-CLAIMS_BEGIN = "<!-- claims:begin (python -m flows.report --readme README.md) -->"
-CLAIMS_END = "<!-- claims:end -->"
-
-
-def results_markdown(agg: dict[str, dict], collected: Collected, data_dir: Path,
-                     params: Params | None = None, left_out: Sequence[str] = (), outdated: str = "") -> str:
-    """The README's results table: each method's task headline, base vs trained (mean ± std over
-    seeds, n seeds), the base's self-evaluation AUROC and the runs that collapsed (and, first, the
-    stale runs left out and the runs recorded with code HEAD has changed)."""
-    base = agg.get("base", {})
-    rows = []
-    for method, stats in agg.items():
-        if method == "base":
-            continue
-        task = run_task(data_dir, method, collected, params)
-        metrics = [m for m in headline_metrics(task) if m in stats]
-        if not metrics:
-            continue
-        n = max(stats[m]["n"] for m in metrics)
-        collapsed = sorted({seed for seed, r in collected.runs.get(method, {}).items() if r.events})
-        rows.append([f"`{method}`", task, " / ".join(m.split("/", 1)[1] for m in metrics),
-                     " / ".join(cell(base.get(m), 1) for m in metrics),
-                     " / ".join(cell(stats[m], n) for m in metrics), str(n),
-                     ", ".join(f"seed {s}" for s in collapsed) or "none"])
-    auroc = base.get("self_eval/auroc_q0")
-    lines = [_markdown(["method", "task", "metric", "base", "trained (mean ± std)", "seeds",
-                        "collapse detected"], rows)]
-    if auroc:
-        lines.append(f"\nBase self-evaluation AUROC (`self_eval/auroc_q0`): {cell(auroc, 1)}.")
-    if outdated:
-        lines[0:0] = [f"> {outdated}", ""]
-    if left_out:
-        lines[0:0] = [left_out_markdown(left_out), ""]
-    return "\n".join(lines)
-
-
-def write_readme(readme: Path, data_dir: Path = paths.DATA, params: Params | None = None) -> None:
-    """`make results`: the README's generated blocks from the committed records (data/, studies/,
-    dvc.lock): the results table of the current base's runs and the claims block."""
-    params = params if params is not None else load()
-    found = collect(data_dir, params.methods)
-    fresh = current(found)
-    every = with_studies(found, data_dir)
-    outdated = outdated_summary(outdated_runs(Path(data_dir).parent))
-    update_readme(readme, results_markdown(aggregate(fresh), fresh, data_dir, params, current(every).left_out,
-                                           outdated)
-                  + run_cost_line(Path(data_dir).parent / "reports" / "times" / "quick.json"))
-    update_readme(readme, claims_readme(every, _collapse_config(params)), CLAIMS_BEGIN, CLAIMS_END)
-
-
-def run_cost_line(times: Path) -> str:
-    """The README's line on what `make run` cost here, from the times the pipeline recorded
-    (flows/pipeline.py `write_times`); nothing before a `make run` was recorded."""
-    if not times.exists():
-        return ""
-    t = read_json(times)
-    ran = {s: v for s, v in t["stages"].items() if v["action"] not in ("skip", "not run")}
-    longest = max(ran.items(), key=lambda kv: kv[1]["seconds"] or 0, default=None)
-    return (f"\n\n`make run` took {t['wall_seconds'] / 60:.0f} min here ({t['machine']['cores']} cores, "
-            f"up to {t['max_parallel']} stages at once; {len(ran)} of {len(t['stages'])} stages ran, the "
-            "rest were up to date"
-            + (f"; the longest, `{longest[0]}`, {longest[1]['seconds'] / 60:.0f} min" if longest else "")
-            + "): `reports/times/quick.json`.")
-
-
-def update_readme(readme: Path, text: str, begin: str = README_BEGIN, end: str = README_END) -> None:
-    """Replace what stands between the markers `begin` and `end` of `readme` with `text`."""
-    page = Path(readme).read_text(encoding="utf-8")
-    head, sep, rest = page.partition(begin)
-    _, sep2, tail = rest.partition(end)
-    if not sep or not sep2:
-        what = "results" if begin == README_BEGIN else "claims"
-        raise LookupError(f"{readme} has no {what} section: add the lines {begin} and {end} where "
-                          "the table goes")
-    Path(readme).write_text(f"{head}{begin}\n{text}\n{end}{tail}", encoding="utf-8")
-
-
-def with_studies(collected: Collected, data_dir: Path) -> Collected:
-    """The default study's runs and the presets' own studies (studies/<preset>/, tasks/studies.py)
-    as `<preset>/<arm>` runs: they stand on other bases, so the claims and the alarms read them and
-    the headline ranking does not."""
-    studies = collect_studies(Path(data_dir).parent / "studies")
-    collected.notes.extend(studies.notes)
-    return Collected({**collected.runs, **studies.runs}, collected.notes)
-
-
-def claims_readme(every: Collected, collapse: CollapseConfig) -> str:
-    """The README's claims block, one line per claim (the front page stays short: the full table,
-    with settings, preconditions and what each undecided claim needs, is the report's and
-    `reports/claims.json`'s), then the runs still needed and the alarms' count line."""
-    found, _ = verdicts(every.runs)
-    rows = []
-    for v in found:
-        c = v.claim
-        diff = "; ".join(i.replace(" (no interval before the planned seeds)", "")
-                         for x in v.comparisons if (i := _interval(x)) != "—") or "—"
-        second = second_base_cell(v)
-        rows.append([f"`{c.id}`", f"{c.paper} {c.figure}", diff.replace("|", "\\|"),
-                     f"**{v.verdict}**", second[0]])
-    parts = [_markdown(["claim", "paper", "difference [95% interval]", "verdict", "second base"], rows)]
-    if needed := runs_needed(found):
-        parts.append("Runs still needed for a verdict (seeds planned by the power rule; on a "
-                     "second base, its pilot first): "
-                     + "; ".join(f"`{cmd}`" + (f" ({note})" if (note := base_first(cmd)) else "")
-                                 for cmd, _ in needed) + ".")
-    record = alarms_.score(every, collapse)
-    parts.append(f"Collapse alarms over the same runs: {alarms_.counts(record)} (their error rates "
-                 "against a label no alarm reads: the report, `reports/alarms.json`).")
-    return "\n\n".join(parts)
-
-
-def _collapse_config(params: Params | None) -> CollapseConfig:
-    """The params' `collapse` thresholds, as flows/train.py builds them (params.yaml's if None)."""
-    return CollapseConfig(**(params if params is not None else load()).collapse.model_dump())
+_collapse_config = collapse_config  # the name the tests and older callers use
 
 
 def _event_rows(collected: Collected) -> list[list[str]]:
-    return [[method, str(seed), str(int(number(e["step"]))), str(e.get("kind", "?")),
+    return [[method, str(seed), str(int(number(e["step"]) or 0)), str(e.get("kind", "?")),
              " ".join(str(e.get("message", "")).split())]
             for method, seeds in collected.runs.items() for seed, run in seeds.items()
             for e in run.events]
-
-
-def answer_lines(results: list[TaskResult]) -> list[str]:
-    """One plain sentence per task: who won, by how much over the base, what came next."""
-    return [line for res in results if (line := answer_line(res))]
-
-
-def answer_line(res: TaskResult) -> str | None:
-    """Who won the task, by how much over the base, what came next; None if nobody has its metric."""
-    m = res.metrics[0]
-    metric = m.split("/", 1)[1]
-    trained = [r for r in res.trained() if m in r.stats]
-    base = next((r.stats.get(m) for r in res.rows if r.base), None)
-    if not trained:
-        return None
-    best = next(r for r in trained if r.method == res.best[m])
-    vs = (f", {_signed(best.stats[m]['mean'] - base['mean'])} over the base ({_fmt(base['mean'])})"
-          if base else "")
-    counts = sorted({r.stats[m]["n"] for r in trained})
-    # Methods with different numbers of seeds read as a range ("1-10 seeds"), never as the
-    # largest alone: "10 methods × 10 seeds" said every method had ten.
-    seeds = f"{counts[0]}–{counts[-1]}" if len(counts) > 1 else f"{counts[0]}"
-    size = f", {res.test_n} test items" if res.test_n else ""
-    head = (f"{res.task} ({metric}{size}, {len(trained)} method{'s' * (len(trained) > 1)} × {seeds} "
-            f"seed{'s' * (counts[-1] > 1)}): ")
-    if len(trained) == 1:
-        text = f"only {best.method} trained on it: {cell(best.stats[m], 1)}{vs}"
-    else:
-        runner = next(r for r in trained if r is not best)
-        text = (f"best {best.method} {cell(best.stats[m], 1)}{vs}; next {runner.method} "
-                f"{cell(runner.stats[m], 1)}")
-        if res.ties.get(m):
-            text += f" ({', '.join(res.ties[m])} within the seeds' spread of the best)"
-    if base and best.stats[m]["mean"] <= base["mean"]:
-        text += "; no method beats the base"
-    collapsed = sorted({r.method for r in trained if r.collapsed})
-    if collapsed:
-        text += f"; collapse detected in {', '.join(collapsed)}"
-    return head + text + "."
 
 
 # ------------------------------------------------------------------------------ charts
@@ -669,7 +229,8 @@ def answer_line(res: TaskResult) -> str | None:
 def chart_specs(collected: Collected, skip_heldout: Sequence[str] = ()) -> list[tuple[str, str, str]]:
     """(source, key, title) of the overlaid diagnostic charts: train columns (not the reward),
     then held-out metrics other than `skip_heldout` (the headline curves, drawn first)."""
-    train_keys, heldout_keys = set(), set()
+    train_keys: set[str] = set()
+    heldout_keys: set[str] = set()
     for seeds in collected.runs.values():
         for run in seeds.values():
             for row in run.train:
@@ -714,7 +275,7 @@ h1{margin:.2em 0 .1em;font-size:1.6em} h2{margin:1.2em 0 .4em;border-bottom:1px 
 h3{margin:.9em 0 .3em}
 .provenance{color:#444;margin:.2em 0 .6em} .provenance span{margin-right:1.4em;white-space:nowrap}
 .provenance code{background:#f3f3f3;padding:0 .3em}
-.outdated{background:#eef3fb;border-left:4px solid #4a78c2;color:#233;padding:.4em .8em;margin:.6em 0}
+.records{color:#444;margin:.2em 0 .5em;font-size:.95em} .records b{color:#6b3e00}
 .smoke{background:#fff1cc;border:2px solid #d98b00;color:#6b3e00;padding:.6em 1em;margin:.6em 0;
  font-size:1.05em} .smoke strong{font-size:1.25em;text-transform:uppercase;margin-right:.6em}
 nav a{margin-right:1.2em}
@@ -723,10 +284,17 @@ table{border-collapse:collapse;margin:.4em 0 1.2em}
 td,th{border:1px solid #bbb;padding:3px 9px;text-align:right;font-variant-numeric:tabular-nums}
 th{background:#f0f0f0} td:first-child,th:first-child,table.text td,table.text th{text-align:left}
 table.headline tr.best td{background:#eef7ee;font-weight:600}
+table.headline tr.ceiling td{background:#f1eefa} table.headline tr.group-best td{font-weight:600}
 table.headline tr.base td{color:#555;font-style:italic;background:#fafafa}
-table.headline td.spread{font-size:.9em;color:#333} table.headline td,table.headline th{white-space:nowrap}
-table.headline td{padding:3px 7px}
-table.headline td.collapse,table.headline th.collapse{white-space:normal;text-align:left;min-width:12em}
+table.headline tr.group th{text-align:left;background:#e7edf6;font-weight:600;font-size:.92em;white-space:normal}
+table.headline tbody[data-group='base'] tr.group th{background:#f3f3f3}
+table.headline{font-size:.92em} table.headline td{white-space:nowrap;padding:3px 6px}
+table.headline th{white-space:normal;padding:3px 6px;vertical-align:bottom}
+table.headline td.reads,table.headline th.reads{text-align:left;font-size:.92em;color:#444}
+table.headline td.vs{font-size:.92em}
+table.headline td.collapse,table.headline th.collapse{white-space:normal;text-align:right;min-width:4.5em}
+table.headline th.collapse{max-width:6.5em}
+.key{margin:.3em 0 .6em;max-width:75em}
 table.headline,table.numbers{display:block;max-width:100%;overflow-x:auto}
 .mark{color:#1a7f37} .tie{color:#555}
 table.claims{width:100%;table-layout:fixed} table.claims td{vertical-align:top;font-size:.95em;overflow-wrap:break-word}
@@ -738,56 +306,6 @@ table.claims tr.inconclusive td.verdict{background:#f6f6f6} table.claims tr.not-
 .tasks{display:flex;flex-wrap:wrap;gap:0 28px;align-items:flex-start} .tasks>div{min-width:0;max-width:100%}
 .notes{color:#8a4b00} .muted{color:#666}
 """ + charts_.CSS
-
-
-def html_table(header: list[str], rows: list[list[str]], css: str = "numbers") -> str:
-    esc = html.escape
-    head = "".join(f"<th>{esc(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table class='{css}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def alarms_markdown(record: dict) -> str:
-    """The collapse alarms' summary tables (flows/alarms.py): first against the independent label
-    (the test split, which no alarm reads), then against the lab detector's own held-out rule."""
-    def rows(part: dict) -> list[list[str]]:
-        return [[c.replace("|", "\\|") for c in r] for r in alarms_.summary_rows(part)]
-
-    out = []
-    if record.get("independent"):
-        ind = record["independent"]
-        out += ["Against a label no alarm reads (the test split):", "", _markdown(alarms_.HEADER, rows(ind)),
-                "", f"{alarms_.independent_counts(record)}. Label: {ind['rule']}", ""]
-    out += ["Against the lab detector's own held-out rule (agreement partly by construction):", "",
-            _markdown(alarms_.HEADER, rows(record)), "",
-            f"{alarms_.counts(record)}. Label: {record['rules']['label']} Delay: alarm "
-            "step − onset step (negative: before the onset). Rules: reports/alarms.json, "
-            "flows/alarms.py."]
-    return "\n".join(out)
-
-
-def alarms_html(record: dict) -> str:
-    """The alarms section's body: the summary table, the rules, one row per run (folded)."""
-    esc = html.escape
-    rules = record["rules"]
-    per_run = alarms_.run_rows(record)
-    parts = []
-    if record.get("independent"):
-        ind = record["independent"]
-        parts += ["<h3>Against a label no alarm reads (the test split)</h3>",
-                  html_table(alarms_.HEADER, alarms_.summary_rows(ind), "alarms numbers"),
-                  f"<p class='muted'>{esc(alarms_.independent_counts(record))}. Label: {esc(ind['rule'])}</p>",
-                  "<h3>Against the lab detector's own held-out rule</h3>"]
-    parts += [html_table(alarms_.HEADER, alarms_.summary_rows(record), "alarms numbers"),
-             f"<p class='muted'>{esc(alarms_.counts(record))}. Label: {esc(rules['label'])}</p>"
-             "<ul class='muted'>" + "".join(f"<li><b>{esc(alarms_.TITLES[a])}</b>: {esc(rules[a])}</li>"
-                                           for a in alarms_.ALARMS)
-             + f"</ul><p class='muted'>{esc(rules['scoring'])} {esc(rules['caveat'])}</p>",
-             f"<details><summary>Per run ({len(per_run)})</summary><h3>Alarms per run</h3>"
-             + html_table(alarms_.RUN_HEADER, per_run, "alarms-runs numbers") + "</details>"]
-    if record["notes"]:
-        parts.append("<p class='notes'>" + "; ".join(esc(n) for n in record["notes"]) + "</p>")
-    return "".join(parts)
 
 
 def provenance_html(prov: Provenance) -> str:
@@ -803,83 +321,19 @@ def provenance_html(prov: Provenance) -> str:
              f"built {esc(prov.date)}", f"seeds {esc(seeds)}{esc(planned)}",
              f"{prov.methods} method{'s' * (prov.methods != 1)}"]
     info = prov.base_model or {}
-    if number(info.get("parameters")) is not None:
-        items.append(f"base model {number(info['parameters']) / 1e6:.2f} M parameters"
+    if (parameters := number(info.get("parameters"))) is not None:
+        items.append(f"base model {parameters / 1e6:.2f} M parameters"
                      + (f", {int(info['sft_steps'])} SFT steps" if number(info.get("sft_steps")) else ""))
     out = [f"<p class='provenance' id='provenance' data-preset='{esc(preset)}' "
            f"data-commit='{esc(prov.commit)}' data-date='{esc(prov.date)}'>"
            + " ".join(f"<span>{i}</span>" for i in items) + "</p>"]
-    if prov.left_out:
-        out.append(f"<div class='smoke' id='stale' role='alert'><strong>{len(prov.left_out)} stale "
-                   f"run{'s' * (len(prov.left_out) != 1)} left out</strong> of every table and claim "
-                   "(a number is never pooled across bases). "
-                   + esc(left_out_summary(prov.left_out)) + ".</div>")
-    if prov.outdated:
-        out.append(f"<p class='outdated' id='outdated'>{esc(prov.outdated)}</p>")
+    if line := records_html(prov.left_out, prov.outdated_counts):
+        out.append(line)
     if prov.smoke:
         out.append(f"<div class='smoke' id='smoke' role='alert'><strong>{SMOKE_BANNER}</strong>"
                    f"{esc('; '.join(prov.smoke))}. These numbers check that the pipeline runs; "
                    f"they say nothing about the methods.</div>")
     return "\n".join(out)
-
-
-def headline_html(res: TaskResult, colors: dict[str, int]) -> str:
-    """A task's headline table: rank, mean ± std, vs base, every seed drawn, seeds, collapses."""
-    esc = html.escape
-    base = next((r for r in res.rows if r.base), None)
-    header = ["method"]
-    for m in res.metrics:
-        name = m.split("/", 1)[1]
-        header += [f"{name} (mean ± std)" if len(res.metrics) == 1 else name, "vs base",
-                   f"{name} per seed"]
-    header += ["seeds", "collapse"]
-    body = []
-    for r in res.rows:
-        cls = "base" if r.base else "best" if res.best.get(res.metrics[0]) == r.method else ""
-        color = _color(colors, r.method) if r.method in colors and not r.base else charts_.BASE_COLOR
-        cells = [f"<td><span class='swatch' style='background:{color}'></span>{esc(r.method)}</td>"]
-        n = max((s["n"] for s in r.stats.values()), default=0)
-        for m in res.metrics:
-            st = r.stats.get(m)
-            if st is None:
-                cells += ["<td>—</td>", "<td></td>", "<td></td>"]
-                continue
-            mark = ""
-            if res.best.get(m) == r.method:
-                mark = "<span class='mark' title='best mean of the methods trained on this task'>★ </span>"
-            elif r.method in res.ties.get(m, []):
-                mark = ("<span class='tie' title=\"within the seeds' spread of the best: the means "
-                        "differ by less than the sum of the two standard deviations\">≈ </span>")
-            cells.append(f"<td>{mark}{esc(cell(st, n))}</td>")
-            b = base.stats.get(m) if base is not None else None
-            cells.append(f"<td>{_signed(st['mean'] - b['mean']) if b and not r.base else '—'}</td>")
-            seeds = sorted(r.seeds.get(m, []), key=lambda sv: -1 if sv[0] is None else sv[0])
-            tip = " · ".join(f"{'base' if s is None else f'seed {s}'}: {v:.4g}" for s, v in seeds)
-            vals = [v for _, v in seeds]
-            text = (f"{_fmt(min(vals))}–{_fmt(max(vals))}" if len(vals) > 1
-                    else _fmt(vals[0]) if vals else "")
-            cells.append(f"<td class='spread' title='{esc(tip)}'>{esc(text)}</td>")
-        events = "; ".join(f"seed {s}: {esc(str(e.get('kind', '?')))} @ {int(e['step'])}"
-                           for s, e in r.collapsed)
-        cells += [f"<td>{n}</td>", f"<td class='collapse'>{'' if r.base else events or 'none'}</td>"]
-        body.append(f"<tr class='{cls}' data-method='{esc(r.method)}'>" + "".join(cells) + "</tr>")
-    head = "".join(f"<th class='collapse'>{esc(h)}</th>" if h == "collapse" else f"<th>{esc(h)}</th>"
-                   for h in header)
-    return (f"<table class='headline' id='headline-{esc(res.task)}'><thead><tr>{head}</tr></thead>"
-            f"<tbody>{''.join(body)}</tbody></table>")
-
-
-def _answer_html(line: str, res: TaskResult) -> str:
-    """An answer line with the task and the best method in bold."""
-    text = html.escape(line)
-    task = html.escape(res.task)
-    if text.startswith(task):
-        text = f"<b>{task}</b>{text[len(task):]}"
-    best = html.escape(res.best.get(res.metrics[0], ""))
-    for lead in ("best ", "only "):
-        if best and f"{lead}{best} " in text:
-            return text.replace(f"{lead}{best} ", f"{lead}<b>{best}</b> ", 1)
-    return text
 
 
 def seeds_charts(res: TaskResult, colors: dict[str, int]) -> str:
@@ -900,7 +354,8 @@ def html_page(agg: dict[str, dict], collected: Collected, results: list[TaskResu
               alarms: dict | None = None) -> str:
     """The whole report as one self-contained HTML document: the answer first, then the evidence."""
     esc = html.escape
-    results = results if results is not None else headline(collected, agg, paths.DATA)
+    alarms = alarms if alarms is not None else alarms_.score(collected, _collapse_config(None))
+    results = results if results is not None else headline(collected, agg, paths.DATA, alarms=alarms)
     found, claim_notes = claims if claims is not None else verdicts(collected.runs)
     # The base has no curves: the trained methods take the palette's colours in study order.
     colors = {m: i for i, m in enumerate(m for m in collected.runs if m != "base")}
@@ -913,25 +368,32 @@ def html_page(agg: dict[str, dict], collected: Collected, results: list[TaskResu
         parts.append(provenance_html(prov))
     parts.append("<nav><a href='#result'>Result</a><a href='#claims'>Claims</a><a href='#curves'>Held-out curves</a>"
                  "<a href='#benchmarks'>All benchmarks</a><a href='#collapse'>Collapse events</a>"
-                 "<a href='#alarms'>Collapse alarms</a><a href='#diagnostics'>Diagnostics</a></nav></header>")
+                 "<a href='#alarms'>Collapse alarms</a><a href='#diagnostics'>Diagnostics</a>"
+                 f"<a href='#{RECORDS_ID}'>Stale and outdated runs</a></nav></header>")
     if collected.notes:
         parts.append(f"<details class='notes'><summary>{len(collected.notes)} note"
                      f"{'s' * (len(collected.notes) > 1)} on missing or unreadable files</summary><ul>"
                      + "".join(f"<li>{esc(n)}</li>" for n in collected.notes) + "</ul></details>")
 
-    parts.append("<section id='result'><h2>Result: which method won</h2>")
+    parts.append(f"<section id='result'><h2>{ANSWER_TITLE}</h2>")
     if results:
-        parts.append("<ul class='answer'>" + "".join(f"<li>{_answer_html(line, r)}</li>" for r in results
+        parts.append("<ul class='answer'>" + "".join(f"<li>{answer_html(line, r)}</li>" for r in results
                                                      if (line := answer_line(r))) + "</ul>")
-        parts.append("<p class='muted'>Per task, the methods trained on it ranked by the task's "
-                     "headline metric on its test set (mean ± population std over seeds); ★ the "
-                     "best mean, ≈ within the seeds' spread of it; per seed: each dot one seed, the "
-                     "black tick the mean, the dashed line the base.</p><div class='tasks'>")
+        parts.append("".join(f"<p class='key'>{esc(line)}</p>" for line in first_screen_key(alarms))
+                     + "<div class='tasks'>")
         for res in results:
             names = " / ".join(m.split("/", 1)[1] for m in res.metrics)
             parts.append(f"<div><h3 id='task-{esc(res.task)}'>{esc(res.task)}: {esc(names)}</h3>"
                          + headline_html(res, colors) + seeds_charts(res, colors) + "</div>")
         parts.append("</div>")
+        parts.append("<p class='muted'>Per task, the methods trained on it, grouped by what they read "
+                     "(docs/methods/label_use.json, measured by tests/test_label_use.py; a variant it "
+                     "does not list reads as its family when every measured member of the family reads "
+                     "alike), each group ranked by the task's headline metric on its test set (mean ± "
+                     "population std over seeds; every seed's value in the cell's tooltip). The interval "
+                     "is the difference to the group's best by the claims' own test, from the claims' "
+                     "minimum seeds per arm (untested below). Per seed: each dot one seed, the black "
+                     "tick the mean, the dashed line the base.</p>")
     else:
         parts.append("<p>No evaluations found (data/eval/ is empty).</p>")
     parts.append("</section>")
@@ -974,12 +436,13 @@ def html_page(agg: dict[str, dict], collected: Collected, results: list[TaskResu
     parts.append(html_table(["method", "seed", "step", "kind", "message"], events, css="text") if events
                  else "<p>None detected.</p>")
     parts.append("</section>")
-    alarms = alarms if alarms is not None else alarms_.score(collected, _collapse_config(None))
     parts.append("<section id='alarms'><h2>Collapse alarms: how often they are right</h2>"
                  "<p class='muted'>Each run labelled collapsed or healthy in hindsight from its whole "
                  "held-out curve, then three online alarms scored against the labels: false alarms "
                  "on healthy runs, misses on collapsed runs, and how many steps from the onset a "
-                 "hit came (negative: before it).</p>")
+                 "hit came (negative: before it). Stale runs are left out"
+                 + (f" ({len(alarms['left_out'])} here)" if alarms.get("left_out") else "")
+                 + ", as from every table.</p>")
     parts.append(alarms_html(alarms) + "</section>")
 
     parts.append("<section id='diagnostics'><h2>Diagnostics</h2>")
@@ -996,6 +459,7 @@ def html_page(agg: dict[str, dict], collected: Collected, results: list[TaskResu
     else:
         parts.append("<p>No training curves found (data/plots/ is empty).</p>")
     parts.append("</section>")
+    parts.append(records_section_html(prov.left_out if prov else (), prov.outdated if prov else ""))
     if any("<figure class='vl" in part for part in parts):  # Vega inlined: drawn with no network
         parts += [charts_.bundle(), f"<script>{charts_.SCRIPT}</script>"]
     parts.append("</body></html>")
@@ -1007,8 +471,16 @@ def figure(collected: Collected, chart: str, methods: Sequence[str]) -> dict:
     paper: `--figure` writes it as JSON or as a page that draws it offline (flows/charts.py).
 
     `chart` is `<source>:<key>` as in `chart_specs`, e.g. `heldout:arith/pass@1` or `train:reward`.
+    Only runs of their study's current base are drawn (`current`), as in every table: a figure
+    never mixes bases. A method whose every run is stale is refused, with why.
     """
-    return charts_.figure_spec(collected, chart, methods)
+    fresh = current(collected)
+    gone = [m for m in methods if m in collected.runs and m not in fresh.runs]
+    if gone:
+        why = left_out_summary([e for e in fresh.left_out if e.rsplit("/seed", 1)[0] in gone])
+        raise LookupError(f"{', '.join(gone)}: every run is stale ({why}); a figure draws only runs of "
+                          "their study's current base")
+    return charts_.figure_spec(fresh, chart, methods)
 
 
 def headline_json(results: list[TaskResult]) -> dict[str, dict[str, float]]:
@@ -1047,18 +519,17 @@ def build(out_dir: Path = paths.REPORTS, data_dir: Path = paths.DATA, order: Seq
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    found = collect(Path(data_dir), order)
-    collected = current(found)  # the tables pool only runs of the current base
-    agg = aggregate(collected)
-    results = headline(collected, agg, Path(data_dir), params)
+    rec = gather(Path(data_dir), params, order, collapse)
+    collected, agg, alarms, results = rec.collected, rec.agg, rec.alarms, rec.results
     prov = provenance(params, collected, Path(data_dir), now)
-    every = with_studies(found, Path(data_dir))  # the claims leave stale runs out themselves
-    prov.left_out = current(every).left_out
-    claims = verdicts(every.runs)
-    alarms = alarms_.score(every, collapse if collapse is not None else _collapse_config(params))
-    prov.outdated = outdated_summary(outdated_runs(Path(data_dir).parent))
+    prov.left_out = rec.left_out
+    claims = verdicts(rec.every.runs)  # the claims leave stale runs out themselves
+    prov.outdated_counts = rec.outdated
+    prov.outdated = outdated_summary(rec.outdated)
     (out_dir / "summary.md").write_text(summary_markdown(agg, collected, prov.smoke, claims, alarms,
-                                                         prov.left_out, prov.outdated), encoding="utf-8")
+                                                         prov.left_out, prov.outdated,
+                                                         prov.outdated_counts, results, Path(data_dir)),
+                                        encoding="utf-8")
     write_json(out_dir / "metrics.json", agg)
     write_json(out_dir / "headline.json", headline_json(results))
     write_json(out_dir / "claims.json", claims_json(*claims))
@@ -1111,13 +582,14 @@ def main() -> None:
     p.add_argument("--methods", nargs="+", default=None, help="methods drawn in --figure")
     p.add_argument("--out", type=Path, default=None, help="file written by --figure: .html (a page "
                    "that draws the chart offline; its menu exports SVG or PNG) or .json (the Vega-Lite spec)")
-    p.add_argument("--readme", type=Path, default=None, help="rewrite the results and claims sections "
-                   "of this file (README.md) from the metrics under --data-dir (and studies/) instead")
+    p.add_argument("--readme", type=Path, default=None, help="rewrite the make-run, results and claims "
+                   "sections of this file (README.md) from the records under --data-dir (and studies/, "
+                   "dvc.lock, reports/times/) instead (`make results`, after the report itself)")
     args = p.parse_args()
     if args.readme:
         params = load(args.params, preset=args.preset)
         write_readme(args.readme, args.data_dir, params)
-        print(f"updated the results and claims sections of {args.readme}")
+        print(f"updated the make-run, results and claims sections of {args.readme}")
         return
     if args.figure:
         if not args.methods or args.out is None:
@@ -1125,7 +597,12 @@ def main() -> None:
         if args.out.suffix not in charts_.FIGURE_SUFFIXES:
             p.error(f"--out {args.out}: write .html (a page that draws the chart offline; its menu "
                     "exports SVG or PNG) or .json (the Vega-Lite spec)")
-        charts_.write_figure(args.out, figure(collect(args.data_dir), args.figure, args.methods))
+        found = collect(args.data_dir)
+        spec = figure(found, args.figure, args.methods)
+        stale = [e for e in current(found).left_out if e.rsplit("/seed", 1)[0] in args.methods]
+        if stale:
+            print(f"left out (stale: another base than the study's current one): {left_out_summary(stale)}")
+        charts_.write_figure(args.out, spec)
         print(f"wrote {args.out}")
         return
     agg = report(load(args.params, preset=args.preset), args.out_dir, args.data_dir,

@@ -7,8 +7,8 @@
 - `current`: only the runs of each study's current base (stale runs left out and named: a table
   never pools runs from different bases);
 - `aggregate`: per method and metric, the mean, population std and number of seeds;
-- `headline`: per task, the methods trained on it ranked by the task's headline metric, the base
-  for reference, the best marked and the methods within the seeds' spread of it;
+- `run_task`: the task a method trained on (its ranking, by label use and the claims' test, is
+  flows/report_rank.py's `headline`);
 - `provenance`: preset, git commit, date and seeds of the report, and why it is a smoke test of
   the pipeline rather than a result, if it is one (a tiny preset, tiny test sets, few steps).
 """
@@ -30,7 +30,7 @@ from core import paths
 from core.io import read_json
 from core.params import ROOT, Params
 from evals.lineage import Lineages
-from evals.registry import TASK_HEADLINE, headline_metrics
+from evals.registry import TASK_HEADLINE, headline_metrics  # noqa: F401 - re-exported
 from tasks.stages import MATRIX, code_changes, stage_kind
 
 # TASK_HEADLINE (evals/registry.py): the metrics a task is judged by (higher is better for each),
@@ -196,6 +196,15 @@ def collect_studies(studies_dir: Path) -> Collected:
     return Collected(runs, notes)
 
 
+def with_studies(collected: Collected, data_dir: Path) -> Collected:
+    """The default study's runs and the presets' own studies (studies/<preset>/, tasks/studies.py)
+    as `<preset>/<arm>` runs: they stand on other bases, so the claims and the alarms read them and
+    the headline ranking does not."""
+    studies = collect_studies(Path(data_dir).parent / "studies")
+    collected.notes.extend(studies.notes)
+    return Collected({**collected.runs, **studies.runs}, collected.notes)
+
+
 def add_train_seconds(runs: Mapping[str, Mapping[int | None, RunData]], study: Path) -> None:
     """Give each run of a study's record its training's wall seconds (`study_train_seconds`):
     a study's run.json has none, so its pipeline's times files are where they are recorded."""
@@ -324,77 +333,6 @@ def run_task(data_dir: Path, method: str, collected: Collected | None = None,
     return "arith"
 
 
-@dataclass
-class Row:
-    """One method (or the base) in a task's headline table."""
-
-    method: str
-    stats: dict[str, dict]                          # metric -> {"mean", "std", "n"}
-    seeds: dict[str, list[tuple[int | None, float]]]  # metric -> [(seed, value)]
-    collapsed: list[tuple[int, dict]]               # (seed, event)
-    base: bool = False
-
-
-@dataclass
-class TaskResult:
-    """A task's verdict: rows ranked by the first metric (the base among them, for reference)."""
-
-    task: str
-    metrics: list[str]
-    rows: list[Row]
-    best: dict[str, str]            # metric -> the method with the highest mean
-    ties: dict[str, list[str]]      # metric -> methods within the seeds' spread of the best
-    test_n: int | None              # items in the task's test set (the evaluations' `<task>/n`)
-
-    def trained(self) -> list[Row]:
-        return [r for r in self.rows if not r.base]
-
-
-def _within_spread(best: dict, other: dict) -> bool:
-    """Means closer than the sum of the two standard deviations (both over ≥ 2 seeds)."""
-    return (best["n"] > 1 and other["n"] > 1
-            and best["mean"] - other["mean"] <= best["std"] + other["std"])
-
-
-def headline(collected: Collected, agg: dict[str, dict], data_dir: Path,
-             params: Params | None = None) -> list[TaskResult]:
-    """Per task some method trained on: its headline metrics for every such method and the base."""
-    by_task: dict[str, list[str]] = {}
-    for method in agg:
-        if method != "base":
-            by_task.setdefault(run_task(data_dir, method, collected, params), []).append(method)
-    order = [t for t in TASK_HEADLINE if t in by_task] + sorted(t for t in by_task if t not in TASK_HEADLINE)
-    results = []
-    for task in order:
-        metrics = headline_metrics(task)
-        rows = []
-        for method in (*by_task[task], "base"):
-            stats = {m: agg.get(method, {}).get(m) for m in metrics}
-            if not any(stats.values()):
-                continue
-            runs = collected.runs.get(method, {})
-            seeds = {m: [(s, v) for s, r in runs.items()
-                         if (v := number((r.metrics or {}).get(m))) is not None] for m in metrics}
-            events = [(s, e) for s, r in runs.items() if s is not None for e in r.events]
-            rows.append(Row(method, {m: st for m, st in stats.items() if st}, seeds, events,
-                            base=method == "base"))
-        if not any(not r.base for r in rows):
-            continue
-        first = metrics[0]
-        rows.sort(key=lambda r: -r.stats[first]["mean"] if first in r.stats else math.inf)
-        best, ties = {}, {}
-        for m in metrics:
-            ranked = [r for r in rows if not r.base and m in r.stats]
-            if ranked:
-                top = max(ranked, key=lambda r: r.stats[m]["mean"])
-                best[m] = top.method
-                ties[m] = [r.method for r in ranked
-                           if r is not top and _within_spread(top.stats[m], r.stats[m])]
-        sizes = [int(v) for s in agg.values() if (v := (s.get(f"{task}/n") or {}).get("mean"))]
-        results.append(TaskResult(task, metrics, rows, best, ties, min(sizes) if sizes else None))
-    return results
-
-
 # ------------------------------------------------------------------------------ provenance
 
 @dataclass
@@ -412,6 +350,7 @@ class Provenance:
     smoke: list[str]
     left_out: list[str] = field(default_factory=list)  # stale runs no table or claim pools
     outdated: str = ""  # `outdated_summary`: runs recorded with code or settings HEAD has changed
+    outdated_counts: dict[str, dict[str, int]] = field(default_factory=dict)  # `outdated_runs`
 
 
 def _git(*args: str) -> str:

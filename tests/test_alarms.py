@@ -237,8 +237,9 @@ def test_the_report_writes_alarms_json_and_a_section_after_the_collapse_events(t
     out = tmp_path / "reports"
     rep.build(out, data, order=["rlvr", "random"])
     record = json.loads((out / "alarms.json").read_text())
-    assert set(record) == {"rules", "constants", "collapse_config", "runs", "skipped", "notes", "summary",
-                           "independent"}
+    assert set(record) == {"rules", "constants", "collapse_config", "runs", "skipped", "left_out", "notes",
+                           "summary", "independent"}
+    assert record["left_out"] == []  # no stale run here (tests/test_report.py has one)
     assert record["collapse_config"] == load().collapse.model_dump()  # params.yaml's by default
     labels = {(r["method"], r["seed"]): (r["label"], r["onset"], r["alarms"]["lab_detector"])
               for r in record["runs"]}

@@ -124,7 +124,9 @@ def test_the_per_seed_dots_sit_under_each_headline_table(page) -> None:
     base_rule = next(layer for layer in arith["layer"] if layer["mark"]["type"] == "rule")
     assert base_rule["data"]["values"] == [{"base": 0.2}]
     order = next(layer for layer in arith["layer"] if layer["mark"]["type"] == "circle")["encoding"]["y"]["sort"]
-    assert order == ["rlvr", "rlme_long", "base", "random"]  # the table's ranking
+    table = re.search(r"<table class='headline' id='headline-arith'>.*?</table>", result).group(0)
+    assert order == re.findall(r"data-method='([^']+)'", table)  # the table's order: grouped, ranked
+    assert order == ["random", "rlvr", "rlme_long", "base"]
 
 
 def test_specs_cannot_close_their_script_element() -> None:

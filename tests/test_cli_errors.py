@@ -3,7 +3,6 @@
 import subprocess
 import sys
 
-import pytest
 import yaml
 
 from core.params import PARAMS_FILE, ROOT

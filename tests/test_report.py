@@ -17,8 +17,10 @@ import pytest
 import yaml
 
 from core.params import PARAMS_FILE, ROOT, load, validate
-from evals.claims import CLAIMS
+from evals.claims import CLAIMS, TEST_ITEMS
+from evals.stats import t_interval
 from flows import report as rep
+from flows import report_rank as rank
 
 # method -> seed -> metrics.json (None: no evaluation for that run)
 METRICS = {
@@ -138,9 +140,14 @@ def test_summary_markdown_keeps_the_headline_table(built) -> None:
     out, _, _ = built
     summary = (out / "summary.md").read_text()
     lines = summary.splitlines()
-    assert lines[2] == "## Methods compared"  # the answer first
-    assert lines[4].startswith("| method | arith/pass@1 |")
-    assert lines.index("## The papers' claims") > 4  # then the science opens with the claims table
+    # The answer first, as the page's first screen gives it: a sentence per task, then the methods
+    # grouped by what they read; then the headline table of every method.
+    assert lines[2] == "## Which reward can you trust without labels?"
+    assert lines[4].startswith("- arith (pass@1, 200 test items, 3 methods × 1–2 seeds): only label-free random")
+    assert "| method | reads | task | headline (mean ± std) | vs base | seeds | collapsed | alarms |" in lines
+    table = lines.index("## Methods compared")
+    assert lines[table + 2].startswith("| method | arith/pass@1 |")
+    assert lines.index("## The papers' claims") > table  # then the science opens with the claims table
     for method in ("base", "rlvr", "random", "rlvrr_direct", "rlme_long"):
         assert f"| {method} |" in summary
     assert "## Collapse events" in summary and "reward_hacking" in summary
@@ -305,7 +312,17 @@ def test_figure_draws_only_the_named_methods_as_a_vega_lite_spec(tmp_path) -> No
         rep.figure(collected, "heldout:facts/coverage", ["rlvr"])
 
 
+def readme_rows(text: str) -> list[str]:
+    """The results table's rows (group rows `**<group>**` and method rows), its cells joined by |."""
+    return ["|".join(c.strip() for c in line.strip("|").split("|"))
+            for line in text.splitlines() if line.startswith(("| `", "| **"))]
+
+
 def test_the_readme_results_table_is_generated_from_the_metrics_files(tmp_path) -> None:
+    """The README's results: the methods grouped by what they read (docs/methods/label_use.json:
+    label-free first, the label readers' best the ceiling, a variant as its family when the family
+    reads alike, else not measured), each group ranked and its best ★, the lab's collapse label and
+    the detector's alarms side by side, the floor once under the table."""
     data = make_data(tmp_path)
     write(data / "runs" / "rlvrr_direct" / "train.json", {"grpo": {"task": "facts"}})
     readme = tmp_path / "README.md"
@@ -315,11 +332,21 @@ def test_the_readme_results_table_is_generated_from_the_metrics_files(tmp_path) 
     text = readme.read_text()
     assert text.startswith("# Lab\n\nintro\n\n") and text.endswith(f"{rep.README_END}\n\nrest\n")
     assert "stale numbers" not in text
-    rows = {line.split(" | ")[0].strip("| `"): line for line in text.splitlines()
-            if line.startswith("| `")}
-    assert list(rows)[:2] == ["rlvr", "random"]  # the study's order
-    assert "| arith | pass@1 | 0.200 | 0.500 ± 0.100 | 2 | seed 1 |" in rows["rlvr"]
-    assert "| facts | coverage | 0.300 | 0.700 | 1 | none |" in rows["rlvrr_direct"]
+    assert "| method | reads | task | headline (mean ± std) | vs base | seeds | collapsed | alarms |" in text
+    assert readme_rows(text) == [
+        "**label-free**|||||||",
+        "`random` ★|nothing|arith|0.100|−0.100|1|1 of 1|1 of 1",
+        "**reads references**|||||||",
+        "`rlvrr_direct` ★|references (as rlvrr)|facts|0.700|+0.400|1|—|—",
+        "**reads labels**|||||||",
+        "`rlvr` ★ ceiling|answer|arith|0.500 ± 0.100|+0.300|2|0 of 2|1 of 2",
+        # rlme's family holds a member that reads the answer (rlme_gt10): a variant is not guessed
+        "**not measured**|||||||",
+        "`rlme_long` ★|not measured|arith|0.300|+0.100|1|0 of 1|0 of 1"]
+    assert "Headline metric and floor (the base, before training): arith pass@1 0.200; facts coverage 0.300." in text
+    # The collapse label is named once, with the detector's measured rates beside it.
+    assert text.count("test-split label") == 1
+    assert "it misses 0 of 1 collapsed runs (0) and false-alarms on 1 of 3 healthy runs (0.33)" in text
     rep.update_readme(readme, "again")  # idempotent: the markers stay, once each
     assert readme.read_text().count(rep.README_BEGIN) == 1 and "again" in readme.read_text()
     readme.write_text("no markers")
@@ -327,6 +354,8 @@ def test_the_readme_results_table_is_generated_from_the_metrics_files(tmp_path) 
         rep.update_readme(readme, "x")
     with pytest.raises(LookupError, match="no claims section"):
         rep.update_readme(readme, "x", rep.CLAIMS_BEGIN, rep.CLAIMS_END)
+    with pytest.raises(LookupError, match="no make run section"):
+        rep.update_readme(readme, "x", rep.RUN_BEGIN, rep.RUN_END)
 
 
 def test_the_readme_claims_block_is_the_reports_verdict_table_and_alarm_rates(tmp_path) -> None:
@@ -334,18 +363,17 @@ def test_the_readme_claims_block_is_the_reports_verdict_table_and_alarm_rates(tm
     readme = tmp_path / "README.md"
     readme.write_text(f"a\n{rep.CLAIMS_BEGIN}\nold verdicts\n{rep.CLAIMS_END}\nb\n")
     collected = rep.collect(data, ["rlvr", "random"])
-    rep.update_readme(readme, rep.claims_readme(rep.with_studies(collected, data),
-                                                rep._collapse_config(None)),
+    rep.update_readme(readme, rep.claims_readme(rep.with_studies(collected, data)),
                       rep.CLAIMS_BEGIN, rep.CLAIMS_END)
     text = readme.read_text()
     assert "old verdicts" not in text and text.startswith("a\n") and text.endswith("b\n")
-    # One line per declared claim, each with its verdict; the alarms' count line; the README
-    # stays a front page (the full table is the report's and reports/claims.json's).
+    # One line per declared claim, each with its verdict; the README stays a front page (the full
+    # table is the report's and reports/claims.json's) and counts collapse once, in its results.
     for claim in CLAIMS:
         assert f"| `{claim.id}` |" in text
     assert sum(text.count(f"**{v}**") for v in ("inconclusive", "reproduced", "not reproduced",
                                                  "not tested")) == len(CLAIMS)
-    assert "Collapse alarms over the same runs:" in text and "reports/alarms.json" in text
+    assert "collapse label" not in text and "healthy" not in text
     assert len(text.encode()) < 4 * 1024
 
 
@@ -374,49 +402,96 @@ def test_the_report_opens_with_the_headline_table_and_the_best_marked(tmp_path) 
     out = tmp_path / "reports"
     rep.build(out, data, order=["rlvr", "random"], now=NOW)
     page = (out / "index.html").read_text()
-    assert sections(page) == ["result", "claims", "curves", "benchmarks", "collapse", "alarms", "diagnostics"]
+    assert sections(page) == ["result", "claims", "curves", "benchmarks", "collapse", "alarms", "diagnostics",
+                              "records"]
     head, _, _ = page.partition("<section id='curves'>")
     assert "<figure class='vl'" not in head  # no curve before the answer (only the per-seed dots)
-    # The answer first (issue: the first screen says which method won), then the science section
+    # The answer first ("which reward can you trust without labels"), then the science section
     # opens with the papers' claims.
+    assert "<h2>Which reward can you trust without labels?</h2>" in page
     assert "id='headline-arith'" in first_table(page)
     assert "<table class='claims text'>" in first_table(page.partition("<section id='claims'>")[2])
-    # The first table of the result is the arith headline: methods trained on arith ranked by
-    # pass@1 with the base among them for reference, the best starred, every seed's spread shown.
+    # The arith table: the methods grouped by what they read (label-free first, then the label
+    # readers, whose best is the ceiling, then a variant whose label use is not measured, the base
+    # last: the floor), each group ranked by pass@1, its best starred.
     table = first_table(page.partition("<section id='result'>")[2])
-    assert "id='headline-arith'" in table
+    assert re.findall(r"data-group='([^']+)'", table) == ["label-free", "reads labels", "not measured", "base"]
+    assert re.findall(r"data-method='([^']+)'", table) == ["random", "rlvr", "rlme_long", "base"]
     rows = parse_tables(table)[""]
-    assert rows[0][:4] == ["method", "pass@1 (mean ± std)", "vs base", "pass@1 per seed"]
-    ranked = as_dicts(rows)
-    assert list(ranked) == ["rlvr", "rlme_long", "base", "random"]
-    assert ranked["rlvr"]["pass@1 (mean ± std)"] == "★ 0.500 ± 0.100"
-    assert not any("★" in r["pass@1 (mean ± std)"] for m, r in ranked.items() if m != "rlvr")
-    assert re.search(r"<tr class='best' data-method='rlvr'>", table)
+    assert rows[0] == ["method", "reads", "pass@1 (mean ± std)", "vs base", "vs group's best [95% interval]",
+                       "seeds", "collapsed (test-split label)", "detector alarms"]
+    ranked = {r[0]: dict(zip(rows[0], r)) for r in rows[1:] if len(r) > 1}
+    assert ranked["random"]["pass@1 (mean ± std)"] == "★ 0.100" and ranked["random"]["reads"] == "nothing"
+    assert ranked["rlvr"]["pass@1 (mean ± std)"] == "★ 0.500 ± 0.100" and ranked["rlvr"]["reads"] == "answer"
+    assert re.search(r"<tr class='best' data-method='random'>", table)  # the label-free best
+    assert re.search(r"<tr class='ceiling' data-method='rlvr'>", table)
+    assert ranked["rlvr"]["vs group's best [95% interval]"] == "ceiling"
+    assert ranked["base"]["vs group's best [95% interval]"] == "floor"
+    # One run against two is below the claims' minimum seeds (no per-item scores here: 5 per arm):
+    # untested, neither tied nor separated, and the tooltip says why.
+    assert ranked["random"]["vs group's best [95% interval]"] == "vs ceiling untested (< 5 seeds)"
+    assert "needs 5 seeds per arm (random 1, rlvr 2)" in table
     assert ranked["rlvr"]["vs base"] == "+0.300" and ranked["random"]["vs base"] == "−0.100"
-    assert ranked["rlvr"]["pass@1 per seed"] == "0.400–0.600"  # min–max over the two seeds
-    assert "seed 0: 0.4 · seed 1: 0.6" in table  # every seed's value, in the tooltip
+    assert "min–max 0.400–0.600: seed 0: 0.4 · seed 1: 0.6" in table  # every seed, in the tooltip
     assert ranked["rlvr"]["seeds"] == "2" and ranked["base"]["seeds"] == "1"
-    assert ranked["rlvr"]["collapse"] == "seed 1: entropy @ 30"
-    assert ranked["rlme_long"]["collapse"] == "seed 0: reward_hacking @ 20"
-    # facts: the variant trained on facts (its resolved settings say so), alone with the base
-    facts = as_dicts(parse_tables(page)["facts: coverage"])
-    assert list(facts) == ["rlvrr_direct", "base"] and facts["rlvrr_direct"]["coverage (mean ± std)"] == "★ 0.700"
+    # The lab's collapse label (random fell below the base on the test split), the detector's
+    # alarms beside it (flows/alarms.py replays models/collapse.py on the curves).
+    assert (ranked["random"]["collapsed (test-split label)"], ranked["random"]["detector alarms"]) == ("1 of 1",
+                                                                                                      "1 of 1")
+    assert (ranked["rlvr"]["collapsed (test-split label)"], ranked["rlvr"]["detector alarms"]) == ("0 of 2",
+                                                                                                  "1 of 2")
+    assert "seed 0 @ step 30" in table
+    key = re.findall(r"<p class='key'>(.*?)</p>", page)
+    assert "the claims&#x27; test (t-interval on per-seed means, items folded in, 95%" in key[0]
+    assert "cannot separate from it: the interval of the difference contains 0" in key[0]
+    assert "the test-split label" in key[1] and "false-alarms on 1 of 3 healthy runs (0.33)" in key[1]
+    # facts: the variant trained on facts (its resolved settings say so), read as its family
+    facts = parse_tables(page)["facts: coverage"]
+    assert [r[:3] for r in facts if len(r) > 1][1:] == [["rlvrr_direct", "references (as rlvrr)", "★ 0.700"],
+                                                         ["base", "", "0.300"]]
     answer = re.search(r"<ul class='answer'>(.*?)</ul>", page, flags=re.DOTALL).group(1)
-    assert "best <b>rlvr</b> 0.500 ± 0.100, +0.300 over the base (0.200); next rlme_long 0.300" in answer
-    assert "only <b>rlvrr_direct</b> trained on it" in answer
+    assert ("only label-free <b>random</b> 0.100, −0.100 over the floor (the base, 0.200); the ceiling rlvr "
+            "0.500 ± 0.100 (reads labels), untested" in answer)
+    assert "collapsed (test-split label): random 1 of 1" in answer
+    assert "no label-free method trained on it; best rlvrr_direct (reads references) 0.700" in answer
+    # Nothing stale or outdated here: no bookkeeping line; its section says so.
+    assert "id='records-line'" not in page and "None: every run is current." in page
 
 
-def test_methods_within_the_seeds_spread_of_the_best_are_marked(tmp_path) -> None:
-    metrics = {"a": {0: {"arith/pass@1": 0.50}, 1: {"arith/pass@1": 0.60}},
-               "b": {0: {"arith/pass@1": 0.47}, 1: {"arith/pass@1": 0.57}},   # 0.03 below, stds 0.05
-               "c": {0: {"arith/pass@1": 0.20}, 1: {"arith/pass@1": 0.22}}}
+def test_a_tie_is_where_the_claims_test_cannot_separate_the_two(tmp_path) -> None:
+    """≈ means the claims' own test (evals/stats.py) cannot tell a method from its group's best,
+    not that the means lie within the sum of two standard deviations: b is 0.08 below a with
+    sds of 0.05 (inside the old rule) and five seeds each, which Welch's interval separates; c
+    is 0.01 below, which it cannot; d has too few seeds to test."""
+    spread = (-0.06, -0.03, 0.0, 0.03, 0.06)
+    metrics = {"a": {s: {"arith/pass@1": 0.60 + d} for s, d in enumerate(spread)},
+               "b": {s: {"arith/pass@1": 0.52 + d} for s, d in enumerate(spread)},
+               "c": {s: {"arith/pass@1": 0.59 + d} for s, d in enumerate(spread)},
+               "d": {0: {"arith/pass@1": 0.10}}}
     data = make_data(tmp_path, metrics=metrics, events={})
     collected = rep.collect(data)
-    results = rep.headline(collected, rep.aggregate(collected), data)
-    assert [r.task for r in results] == ["arith"]
-    assert results[0].best == {"arith/pass@1": "a"} and results[0].ties == {"arith/pass@1": ["b"]}
-    cells = as_dicts(parse_tables(rep.headline_html(results[0], {"a": 0, "b": 1, "c": 2}))[""])
-    assert cells["b"]["pass@1 (mean ± std)"].startswith("≈ ") and "≈" not in cells["c"]["pass@1 (mean ± std)"]
+    uses = {m: rank.Use(rank.LABEL_FREE) for m in metrics}
+    res, = rep.headline(collected, rep.aggregate(collected), data, uses=uses)
+    assert res.best == {rank.LABEL_FREE: "a"} and res.ties == {rank.LABEL_FREE: ["c"]}
+    b, c, d = (res.row(m).test for m in "bcd")
+    assert b.separated and b.high < 0 and b.test == rank.WELCH
+    assert (b.difference, b.low, b.high) == t_interval([0.52 + x for x in spread], [0.60 + x for x in spread])
+    assert c.tied and not d.tested and "needs 5 seeds per arm (d 1, a 5)" in d.reason
+    cells = {r[0]: r for r in parse_tables(rep.headline_html(res, {m: i for i, m in enumerate(metrics)}))[""]
+             if len(r) > 1}
+    assert cells["c"][2].startswith("≈ ") and not cells["b"][2].startswith("≈") and cells["a"][2].startswith("★")
+    # Per-item scores in every run: the claims' per-item test, from 3 seeds per arm.
+    for m, seeds in metrics.items():
+        for s, row in seeds.items():
+            ids = [f"i{k}" for k in range(20)]
+            values = [row["arith/pass@1"] + (0.01 if k % 2 else -0.01) for k in range(20)]
+            write(data / "eval" / m / f"seed{s}" / "items.json",
+                  {"arith": {"ids": ids, "metrics": {"pass@1": values}}})
+    collected = rep.collect(data)
+    res, = rep.headline(collected, rep.aggregate(collected), data, uses=uses)
+    assert res.row("b").test.test == TEST_ITEMS and res.row("b").test.separated
+    assert res.row("d").test.reason.startswith("untested: the claims' t-interval on per-seed means, items "
+                                               "folded in needs 3 seeds per arm (d 1, a 5)")
 
 
 def test_the_answer_counts_seeds_as_a_range_and_the_collapse_column_wraps(tmp_path) -> None:
@@ -429,10 +504,10 @@ def test_the_answer_counts_seeds_as_a_range_and_the_collapse_column_wraps(tmp_pa
     assert "3 methods × 1–2 seeds): " in rep.answer_line(results["arith"])
     assert "1 method × 1 seed): " in rep.answer_line(results["facts"])
     table = rep.headline_html(results["arith"], {m: i for i, m in enumerate(METRICS)})
-    assert "<th class='collapse'>collapse</th>" in table
-    assert "<td class='collapse'>seed 1: entropy @ 30</td>" in table
+    assert "<th class='collapse'>collapsed (test-split label)</th><th class='collapse'>detector alarms</th>" in table
+    assert "<td class='collapse' title='seed 0 @ step 30'>1 of 2</td>" in table
     rule = re.search(r"table\.headline td\.collapse[^{]*\{([^}]*)\}", rep._CSS)
-    assert rule and "white-space:normal" in rule.group(1) and "text-align:left" in rule.group(1)
+    assert rule and "white-space:normal" in rule.group(1)
 
 
 def test_the_task_comes_from_the_curves_when_the_run_settings_are_absent(tmp_path) -> None:
@@ -445,7 +520,44 @@ def test_the_task_comes_from_the_curves_when_the_run_settings_are_absent(tmp_pat
     assert rep.run_task(data, "rlvrr_direct") == "arith"  # nothing else to go by
     assert rep.run_task(data, "rlvrr_direct", collected) == "facts"
     text = rep.results_markdown(rep.aggregate(collected), collected, data)
-    assert "| `rlvrr_direct` | facts | coverage | 0.300 | 0.700 | 1 | none |" in text
+    assert "`rlvrr_direct` ★|references (as rlvrr)|facts|0.700|+0.400|1|" in "\n".join(readme_rows(text))
+
+
+def test_a_stale_run_is_left_out_of_the_tables_alarms_charts_and_figures(tmp_path) -> None:
+    """A run trained from another base than its study's current one (evals/lineage.py) counts
+    nowhere: not in the tables, the collapse label and alarms, the charts or a --figure; the first
+    screen says so in one line linking to the section that lists it."""
+    data = make_data(tmp_path)
+    write(data / "base_model" / "weights.txt", "the current base")
+    write(data / "checkpoints" / "rlvr" / "seed1" / "run.json",
+          {"method": "rlvr", "seed": 1, "base_model_md5": "0" * 32 + ".dir",
+           "collapse_events": EVENTS[("rlvr", 1)]})
+    out = tmp_path / "reports"
+    rep.build(out, data, order=["rlvr", "random"], now=NOW)
+    page = (out / "index.html").read_text()
+    record = json.loads((out / "alarms.json").read_text())
+    assert [(x["method"], x["seed"]) for x in record["left_out"]] == [("rlvr", 1)]
+    assert ("rlvr", 1) not in {(r["method"], r["seed"]) for r in record["runs"]}
+    assert ("rlvr", 1) not in {(r["method"], r["seed"]) for r in record["independent"]["runs"]}
+    assert json.loads((out / "headline.json").read_text())["rlvr"] == {"arith/pass@1": 0.4,
+                                                                        "arith/pass@1_std": 0.0}
+    assert all(("rlvr", 1) not in spec_runs(spec) for spec in page_specs(page))
+    assert "entropy below 0.05" not in page  # its collapse event is not drawn either
+    line = re.search(r"<p class='records' id='records-line'>(.*?)</p>", page).group(1)
+    assert "1 stale run left out</b></span> of every table and claim, and of the alarms and figures" in line
+    assert "(<a href='#records'>which</a>)" in line
+    listed = page.partition("<section id='records'>")[2].partition("</section>")[0]
+    assert re.search(r"trained from base 00000000, the study&#x27;s base is now \w{8} \(dvc.lock\): rlvr\.", listed)
+    assert "Stale runs are left out (1 here)" in page
+    summary = (out / "summary.md").read_text()
+    assert summary.splitlines()[2].startswith("> **1 stale run left out**")
+    assert "## Stale and outdated runs" in summary
+    collected = rep.collect(data)
+    assert sorted(spec_runs(rep.figure(collected, "heldout:arith/pass@1", ["rlvr"]))) == [("rlvr", 0)]
+    write(data / "checkpoints" / "random" / "seed0" / "run.json",
+          {"method": "random", "seed": 0, "base_model_md5": "0" * 32 + ".dir"})
+    with pytest.raises(LookupError, match="random: every run is stale"):
+        rep.figure(rep.collect(data), "heldout:arith/pass@1", ["random"])
 
 
 def git_short() -> str:
@@ -570,7 +682,7 @@ def test_dvc_top_level_plots_overlay_every_method_on_its_task_headline() -> None
         assert props["x"] == "step" and isinstance(props["y"], dict), plot_id
         assert props["template"] == "overlay"
         for path, field in props["y"].items():
-            m = re.fullmatch(r"data/plots/([^/]+)/seed0/heldout\.json", path)
+            m = re.fullmatch(r"data/plots/([^/]+)/seed\d+/heldout\.json", path)  # a line per recorded run
             assert m, path
             drawn.setdefault(m.group(1), set()).add(field)
     assert set(drawn) == set(params.methods)  # every method of the study, none twice per metric
@@ -692,3 +804,49 @@ def test_the_worked_examples_of_report_collect_pass() -> None:
 
     result = doctest.testmod(report_collect)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_the_worked_examples_of_the_reports_parts_pass() -> None:
+    """The first screen's parts (its ranking, its drawing, the README's blocks, the number
+    formats) and the alarms keep their docstring examples true, though flows/ is outside the
+    doctest paths."""
+    import doctest
+
+    from flows import (
+        alarms,
+        report_answer,
+        report_claims,
+        report_format,
+        report_rank,
+        report_readme,
+    )
+
+    for module in (report_rank, report_answer, report_format, report_readme, report_claims, alarms):
+        result = doctest.testmod(module)
+        assert result.failed == 0, module.__name__
+    assert doctest.testmod(report_rank).attempted and doctest.testmod(report_answer).attempted
+
+
+def test_make_results_writes_the_readme_table_the_report_opens_with(tmp_path, monkeypatch) -> None:
+    """`make results` (the report, then `--readme`): the README's three blocks from the records
+    the report read, its results table the one reports/summary.md opens with, its bookkeeping line
+    linking to that file's section."""
+    data = make_data(tmp_path)
+    write(data / "base_model" / "weights.txt", "the current base")
+    write(data / "checkpoints" / "rlvr" / "seed1" / "run.json",
+          {"method": "rlvr", "seed": 1, "base_model_md5": "0" * 32 + ".dir"})
+    readme = tmp_path / "README.md"
+    readme.write_text("\n".join(f"{b}\nold\n{e}" for b, e in ((rep.RUN_BEGIN, rep.RUN_END),
+                                                            (rep.README_BEGIN, rep.README_END),
+                                                            (rep.CLAIMS_BEGIN, rep.CLAIMS_END))) + "\n")
+    out = tmp_path / "reports"
+    rep.build(out, data, order=load().methods, params=load())
+    monkeypatch.setattr(sys, "argv", ["flows.report", "--readme", str(readme), "--data-dir", str(data)])
+    rep.main()
+    text = readme.read_text()
+    assert "\nold\n" not in text and "`make run` trains " in text
+    block = text.partition(rep.README_BEGIN)[2].partition(rep.README_END)[0]
+    summary = (out / "summary.md").read_text()
+    assert readme_rows(block) and readme_rows(block) == readme_rows(summary.partition("## Methods compared")[0])
+    assert "**1 stale run left out**" in block and "(reports/summary.md#stale-and-outdated-runs)" in block
+    assert "## Stale and outdated runs" in summary  # the heading that anchor names

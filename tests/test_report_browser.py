@@ -127,7 +127,9 @@ def test_report_renders_in_headless_chromium(browser, built, tmp_path) -> None:
     # the detector's own rule when the runs have the independent label, else one table).
     alarm_tables = [c for c in (ALARMS, *ALARM_LABELS) if c in tables]
     per_row = {"Collapse events", "The papers' claims", *alarm_tables}
-    listed = {name for caption, rows in tables.items() if caption not in per_row for name in as_dicts(rows)}
+    # (A one-cell row is a headline table's group heading: label-free, reads labels, the floor.)
+    listed = {name for caption, rows in tables.items() if caption not in per_row
+              for name, row in as_dicts(rows).items() if len(row) > 1}
     assert listed == methods, (listed, sorted(tables))
     assert alarm_tables and all(set(as_dicts(tables[c])) == set(alarms.TITLES.values()) for c in alarm_tables)
     assert set(as_dicts(tables["arith"])) == {"base", "rlvr", "random", "rlme_long"}
@@ -143,7 +145,8 @@ def test_report_renders_in_headless_chromium(browser, built, tmp_path) -> None:
 
 
 def test_the_first_screen_answers_which_method_won(browser, built, tmp_path) -> None:
-    """At 1280×900 the reader sees the header, the smoke banner (the ci preset) and the headline."""
+    """At 1280×900 the reader sees the header, the smoke banner (the ci preset), the key (the tie
+    rule and the collapse label) and the headline table, its label-free best and its ceiling."""
     root, _ = built
     page = (root / "reports" / "index.html").resolve()
     shot = tmp_path / "first_screen.png"
@@ -159,11 +162,13 @@ def test_the_first_screen_answers_which_method_won(browser, built, tmp_path) -> 
     dom = chromium(browser, tmp_path / "profile", *OFFLINE, "--window-size=1280,900", "--dump-dom",
                    probe.as_uri()).stdout
     tops = dict(re.findall(r"<li data-probe=\"([^\"]+)\">(-?\d+)</li>", dom))
-    assert set(tops) >= {"provenance", "smoke", "headline-arith", "best"}, tops
-    assert all(int(tops[k]) < 900 for k in ("provenance", "smoke", "headline-arith", "best")), tops
-    assert "arith: pass@1" in dom
-    assert re.search(r'<tr class="best" data-method="rlvr"><td>.*?</td><td><span class="mark"[^>]*>★ </span>'
-                     r'0\.500 ± 0\.100</td>', dom)
+    shown = ("provenance", "smoke", "key", "headline-arith", "best", "ceiling")
+    assert set(tops) >= set(shown), tops
+    assert all(int(tops[k]) < 900 for k in shown), tops
+    assert "arith: pass@1" in dom and "Which reward can you trust without labels?" in dom
+    assert re.search(r'<tr class="best" data-method="random"><td>.*?</td><td class="reads">nothing</td>'
+                     r'<td title="[^"]*"><span class="mark"[^>]*>★ </span>0\.100</td>', dom)
+    assert re.search(r'<tr class="ceiling" data-method="rlvr">.*?★ </span>0\.500 ± 0\.100</td>', dom)
 
 
 def test_unticking_a_method_hides_its_lines_in_the_charts(browser, built, tmp_path) -> None:
@@ -196,8 +201,9 @@ setTimeout(function () {
 
 # Appends, after rendering, each element's distance from the page top (in CSS pixels).
 _PROBE = """<ul id="probe"></ul><script>
-[['provenance', '#provenance'], ['smoke', '#smoke'], ['headline-arith', '#headline-arith'],
- ['best', 'table.headline tr.best']].forEach(function (p) {
+[['provenance', '#provenance'], ['smoke', '#smoke'], ['key', 'p.key + p.key'],
+ ['headline-arith', '#headline-arith'], ['best', 'table.headline tr.best'],
+ ['ceiling', 'table.headline tr.ceiling']].forEach(function (p) {
   var el = document.querySelector(p[1]);
   if (!el) return;
   var li = document.createElement('li');
