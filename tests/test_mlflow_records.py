@@ -89,6 +89,11 @@ def test_a_records_tree_imports_once_with_its_curves_and_labels(tmp_path, store)
     # The curves, step-indexed, under the live runs' names (no `@`).
     held = client.get_metric_history(run.info.run_id, "heldout/arith/pass_at_1")
     assert [(m.step, m.value) for m in held] == [(0, 0.3), (25, 0.7), (50, 0.4), (75, 0.4)]
+    # MLflow's metric page plots against relative time: the points are spread in step order, not
+    # stacked at the import's instant, and the run lasts as long as its last step's time.
+    times = [m.timestamp - run.info.start_time for m in held]
+    assert times[0] == 0 and times == sorted(times) and len(set(times)) == len(times)
+    assert run.info.end_time >= run.info.start_time + times[-1]
     assert [m.step for m in client.get_metric_history(run.info.run_id, "reward")] == [5, 30, 55, 80]
     assert [m.step for m in client.get_metric_history(run.info.run_id, "test_curve/arith/pass_at_1")] == list(STEPS)
     flags = client.get_metric_history(run.info.run_id, "heldout/collapse/reward_hacking")
