@@ -397,11 +397,14 @@ def test_an_rlme_edit_reruns_only_the_rlme_family(clone):
         assert _stale(d, env) == set()
 
         meta_eval = d / "rewards" / "meta_eval.py"
-        meta_eval.write_text(meta_eval.read_text() + "\n# an edit\n")
+        # A comment changes nothing a run executes: the digest is over the normalised source.
+        meta_eval.write_text(meta_eval.read_text() + "\n# a comment\n")
+        assert _stale(d, env) == set()
+        meta_eval.write_text(meta_eval.read_text() + "\n_AN_EDIT = 1\n")
         assert _stale(d, env) == {"train@rlme-0"}  # the evaluation does not import it
 
         verifiable = d / "rewards" / "verifiable.py"
-        verifiable.write_text(verifiable.read_text() + "\n# an edit\n")
+        verifiable.write_text(verifiable.read_text() + "\n_AN_EDIT = 1\n")
         assert _stale(d, env) == {"evaluate_base", *(f"{s}@{m}-0" for m in methods
                                                      for s in ("train", "evaluate"))}
     finally:
