@@ -397,9 +397,8 @@ def test_an_rlme_edit_reruns_only_the_rlme_family(clone):
         assert _stale(d, env) == set()
 
         meta_eval = d / "rewards" / "meta_eval.py"
-        # A comment changes nothing a run executes: the digest is over the normalised source.
-        meta_eval.write_text(meta_eval.read_text() + "\n# a comment\n")
-        assert _stale(d, env) == set()
+        # A statement, not a comment: the digest is over the normalised source, where a comment
+        # changes nothing (tests/test_codedeps.py).
         meta_eval.write_text(meta_eval.read_text() + "\n_AN_EDIT = 1\n")
         assert _stale(d, env) == {"train@rlme-0"}  # the evaluation does not import it
 
