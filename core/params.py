@@ -252,12 +252,21 @@ SftFamily = Literal["arith", "facts", "genrm", "evaluator", "rubricator", "judge
                     "arith_ref"]
 
 
+def _off(value: float) -> bool:
+    """SFT label smoothing ε (models/tiny.py `_nll`: the `calibrated` base's knob,
+    docs/premises.md) is left out of every dump at its default 0 (`exclude_if`), so the build
+    settings of a base built before the knob existed (data/runs/base/build.json, phase 1's stamp)
+    keep their bytes and that base stays current."""
+    return value == 0.0
+
+
 class SftRoles(Strict):
     steps: int = Field(ge=0)
     learning_rate: float = Field(gt=0)
     warmup_steps: int = Field(ge=0)
     mix: dict[SftFamily, float]
     loss_norm: Literal["token", "example"] = "token"
+    label_smoothing: float = Field(default=0.0, ge=0.0, lt=1.0, exclude_if=_off)
 
 
 class SftJudge(Strict):
@@ -277,6 +286,8 @@ class SFT(Strict):
     # Loss computed by length groups within each batch (models/tiny.py, `grouped_loss`): the
     # same batches and loss without the work on padding. Applies to every SFT phase.
     length_groups: bool = True
+    # Phase 1's label smoothing; phase 2 has its own (`roles.label_smoothing`).
+    label_smoothing: float = Field(default=0.0, ge=0.0, lt=1.0, exclude_if=_off)
     roles: SftRoles | None = None
 
 
@@ -543,6 +554,9 @@ class Params(Strict):
     # Seeds of single arms beyond `seeds`, keyed `<method>-<seed>` (the DVC stage names' item);
     # written by the pipeline from the claims' plan (docs/pipeline.md, "Seeds by plan").
     extra_runs: dict[str, ExtraRun] = Field(default_factory=dict)
+    # The base's evaluation beyond its draw at `seed`: draw d samples with seed `seed` + d (DVC
+    # stages evaluate_base_draw@<d>), so "vs base" comparisons read the base sampled like an arm.
+    base_draws: list[int] = Field(default_factory=list)
     world: World
     data: Data
     synthesize: SynthesizeConfig
@@ -561,6 +575,13 @@ class Params(Strict):
         from core.methods import reward_model
 
         return v if isinstance(v, RewardBlocks) else reward_model().model_validate(v)
+
+    @model_validator(mode="after")
+    def _base_draws(self) -> Params:
+        if any(d < 1 for d in self.base_draws) or len(set(self.base_draws)) != len(self.base_draws):
+            raise ValueError(f"base_draws: {self.base_draws}: distinct integers from 1 (draw 0 is "
+                             "the base's evaluation at `seed`, stage evaluate_base)")
+        return self
 
     @model_validator(mode="after")
     def _extra_runs(self) -> Params:

@@ -19,8 +19,15 @@ def base_model_dir(params: Params) -> Path:
 
 
 def run_key(method: str, seed: int | None) -> str:
-    """`rlvr/seed0` for a trained method, `base` for the base model."""
-    return method if seed is None else f"{method}/seed{seed}"
+    """`rlvr/seed0` for a trained method; `base` for the base model's evaluation at `seed`, and
+    `base/draw2` for its draw 2 (params `base_draws`; `<study>/base` alike).
+
+    >>> run_key("rlvr", 0), run_key("base", None), run_key("base", 2), run_key("ci/base", 1)
+    ('rlvr/seed0', 'base', 'base/draw2', 'ci/base/draw1')
+    """
+    if seed is None:
+        return method
+    return f"{method}/{'draw' if method.rpartition('/')[2] == 'base' else 'seed'}{seed}"
 
 
 def checkpoint_dir(method: str, seed: int) -> Path:

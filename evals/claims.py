@@ -18,15 +18,16 @@ where there is no control), on the planned seeds:
 
 - a metric scored item by item in every run (`evals/items.py`): the **t-interval on per-seed
   means with the items folded in** (`seed_item_t`, 95%): its degrees of freedom are the seeds',
-  because the seed is what a claim generalises over; a base evaluated once is a fixed model
-  whose draw noise is per-item noise, carried by the item part. The percentile **paired
+  because the seed is what a claim generalises over; the base is a fixed model sampled once per
+  draw (its evaluation and its further draws, params `base_draws`, all of them its rows): with
+  one draw its noise is per-item noise, carried by the item part. The percentile **paired
   bootstrap** decides only where its seed level is sound, `BOOTSTRAP_MIN_SEEDS` seeds per arm
   (`RESAMPLES` resamples, numpy seed `SEED`);
 - one number per run (`heldout_drop`, `test_rise_fall`, `train_change`, or a metric without
   per-item scores): the **Welch t-interval** (95%; one-sample against 0 without a control), the
   exact permutation p-value recorded beside it, never from fewer than `MIN_SEEDS_PER_RUN` = 5
   seeds per arm, a precondition's included; against a base evaluated once, refused (one draw,
-  whose spread no run measures).
+  whose spread no run measures); against the base's draws, decided like any arm.
 
 **The decision**, per comparison (`decide`): `greater`: *reproduced* if the interval's lower bound
 is above 0 and the difference is at least `min_effect`; *not reproduced* if the upper bound is
@@ -70,7 +71,6 @@ from dataclasses import asdict, replace
 import numpy as np
 
 from core.io import DataError
-from core.paths import run_key
 from evals.claims_plan import _cost, _plan, declared_effect, extra_runs, seed_plan, short_of_plan
 from evals.claims_rule import (
     Checked,
@@ -87,7 +87,7 @@ from evals.claims_rule import (
     p_not_reproduced,
     per_seed,
 )
-from evals.claims_runs import _base_of, _items, _seeded, _Spec, run_value
+from evals.claims_runs import _base_of, _items, _seeded, _Spec, draw_key, run_value
 from evals.claims_spec import (
     CLAIMS,
     DECLARATIONS,
@@ -171,7 +171,7 @@ def compare(runs: Runs, claim: Claim, treatment: str, control: str | None, notes
     arms = [a for a in (treatment, control) if a is not None]
     expected, label = rule.expected(), rule.label
     if claim.blocked:  # the runs found, for the record; no number is read from them
-        found = {arm: sum(s is not None for s in runs.get(arm, {})) for arm in arms}
+        found = {arm: sum(s is not None or is_base(arm) for s in runs.get(arm, {})) for arm in arms}
         return Comparison(treatment, control, found, None, None, None, "", INCONCLUSIVE, claim.blocked,
                           expected=expected, label=label)
     specs = {arm: spec for arm in arms}
@@ -197,9 +197,9 @@ def compare(runs: Runs, claim: Claim, treatment: str, control: str | None, notes
         per_item, lacking = _items(arm_runs, {arm: specs[arm].metric for arm in arms}, notes)
         per_run = bool(lacking)
         minimum = min_per_run if per_run else MIN_SEEDS
-    # The pilot: seeds 0 .. PILOT-1 of each arm and no other (a base: its one evaluation), so
-    # no seed run after the plan can move the plan.
-    pilot = {arm: sorted(r)[:1] if is_base(arm) else [s for s in sorted(r) if 0 <= s < PILOT]
+    # The pilot: seeds 0 .. PILOT-1 of each arm and no other (a base: every draw of it, params
+    # `base_draws`, a number fixed before any run), so no seed run after the plan can move the plan.
+    pilot = {arm: sorted(r) if is_base(arm) else [s for s in sorted(r) if 0 <= s < PILOT]
              for arm, r in arm_runs.items()}
     short = [a for a in arms if not is_base(a) and len(pilot[a]) < PILOT]
     missing = [a for a in arms if is_base(a) and seeds[a] < 1]
@@ -215,13 +215,14 @@ def compare(runs: Runs, claim: Claim, treatment: str, control: str | None, notes
                  if short else [])
                 + [f"an evaluation of {a} that records {specs[a].metric}" for a in missing]))
 
-    if per_run and any(is_base(a) for a in arms):
+    if per_run and any(is_base(a) and seeds[a] < 2 for a in arms):
         # One number per run against one draw of the base: nothing measures that draw's noise
-        # (per item, the items do: `evals.stats.variance_parts`).
+        # (per item, the items do: `evals.stats.variance_parts`); its draws (params
+        # `base_draws`) do.
         return result(INCONCLUSIVE, "a per-run number against the base evaluated once: one draw, "
                       "whose spread no run measures", plan={"seeds": PILOT},
-                      needs="per-item scores of the base's evaluation, or the base evaluated with "
-                            "sampling seeds")
+                      needs="per-item scores of the base's evaluation, or the base's further "
+                            "sampling draws (params base_draws)")
     common: list[str] = []
     if not per_run:
         common = sorted(set.intersection(*(set(s) for s in per_item.values())))
@@ -240,7 +241,7 @@ def compare(runs: Runs, claim: Claim, treatment: str, control: str | None, notes
 
     plan = _plan(rule, arrays(pilot), per_run, minimum, claim.max_seeds, len(common))
     want = plan["seeds"]
-    chosen = {a: sorted(r)[:1 if is_base(a) else want] for a, r in arm_runs.items()}
+    chosen = {a: sorted(r) if is_base(a) else sorted(r)[:want] for a, r in arm_runs.items()}
     behind = {a: want for a in arms if not is_base(a) and seeds[a] < want}
     extra = sum(max(0, seeds[a] - want) for a in arms if not is_base(a))
     # The percentile bootstrap only where its seed level is sound (`evals.stats`): many seeds in
@@ -319,7 +320,7 @@ def _reachable(rule, arm_runs: Mapping[str, Mapping[int, RunFiles]], pilot: Mapp
     rows: dict[str, list[float]] = {}
     for s in pilot[treatment]:
         run = arm_runs[treatment][s]
-        name = treatment if is_base(treatment) else run_key(treatment, s)
+        name = draw_key(treatment, s)
         scores: dict[str, float] = {}
         if metric:
             try:

@@ -61,21 +61,32 @@ def run_value(run: RunFiles, claim) -> float | None:
 
 
 def _seeded(runs: Runs, arm: str, spec, notes: list[str]) -> dict[int, RunFiles]:
-    """The arm's runs of the current base (by seed; a base's one evaluation as seed 0) that give
-    the comparison a number; stale runs are left out with a note."""
+    """The arm's runs of the current base (by seed; a base's evaluation at the params' seed as
+    seed 0 and its draw d, params `base_draws`, as seed d) that give the comparison a number;
+    stale runs are left out with a note."""
     out = {}
     for s, r in runs.get(arm, {}).items():
-        if (s is None) != is_base(arm):
+        if s is None and not is_base(arm):
             continue
         stale = getattr(r, "stale", "")
         if stale:
-            note = f"{run_key(arm, s) if s is not None else arm}: left out, {stale}"
+            note = f"{run_key(arm, s)}: left out, {stale}"
             if note not in notes:
                 notes.append(note)
             continue
         if run_value(r, spec) is not None:
             out[0 if s is None else s] = r
     return out
+
+
+def draw_key(arm: str, seed: int) -> str:
+    """A run's name under data/eval/ from `_seeded`'s keys: `rlvr/seed2`; `base` for the base's
+    evaluation at the params' seed (key 0), `base/draw2` for its draw 2.
+
+    >>> draw_key("rlvr", 0), draw_key("base", 0), draw_key("ci/base", 2)
+    ('rlvr/seed0', 'base', 'ci/base/draw2')
+    """
+    return run_key(arm, None if is_base(arm) and seed == 0 else seed)
 
 
 def _items(arm_runs: dict[str, dict[int, RunFiles]], keys: Mapping[str, str], notes: list[str]
@@ -85,7 +96,7 @@ def _items(arm_runs: dict[str, dict[int, RunFiles]], keys: Mapping[str, str], no
     found, lacking = {}, []
     for arm, seeds in arm_runs.items():
         for seed, run in seeds.items():
-            name = arm if is_base(arm) else run_key(arm, seed)
+            name = draw_key(arm, seed)
             where = f"data/eval/{name}/items.json"
             try:
                 scores = None if run.items is None else item_scores(run.items, keys[arm], where)

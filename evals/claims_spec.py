@@ -21,7 +21,7 @@ headline the verdict both bases agree on.
 **Which runs.** An arm is a run name: a method or variant of the default study (params
 `methods`), or `<preset>/<arm>` for an arm of a preset's own study (`python -m flows.pipeline
 --study <preset>`, recorded in studies/<preset>/); `<preset>/base` (or `base`) is that study's
-base, evaluated once (`is_base`). The second base's study is `<study>.seed1` (`second_base_arm`,
+base, whose sampling draws are its rows (`is_base`). The second base's study is `<study>.seed1` (`second_base_arm`,
 `on_second_base`).
 """
 
@@ -326,7 +326,8 @@ def finite(v) -> float | None:
 
 
 def is_base(arm: str) -> bool:
-    """`base` or `<preset>/base`: a study's base, evaluated once (no seeds)."""
+    """`base` or `<preset>/base`: a study's base (no training seeds: its evaluation, and its
+    further sampling draws, params `base_draws`)."""
     return arm.rpartition("/")[2] == "base"
 
 

@@ -33,6 +33,8 @@ from pathlib import Path
 
 import yaml
 
+from core.paths import run_key
+
 BASE_DIR = "data/base_model"
 
 
@@ -108,7 +110,8 @@ class Lineages:
     def _stage(self, kind: str, method: str, seed: int | None) -> dict:
         """The lock's entry of a run's stage: `train@m-s` for a seed of `seeds`, `train_extra@m-s`
         for one the claims' plan added (params `extra_runs`); {} when there is none."""
-        names = ([f"{kind}_base"] if method == "base"
+        names = ([f"{kind}_base"] if method == "base" and seed is None
+                 else [f"{kind}_base_draw@{seed}"] if method == "base"
                  else [f"{kind}@{method}-{seed}", f"{kind}_extra@{method}-{seed}"])
         got = next((self.stages[n] for n in names if isinstance(self.stages.get(n), dict)), {})
         return got
@@ -123,9 +126,10 @@ class Lineages:
         return file_md5(path) == want
 
     def of(self, method: str, seed: int | None, run_json: dict | None = None) -> Lineage:
-        """The lineage of run (method, seed) (`base`, seed None: the base's evaluation)."""
+        """The lineage of run (method, seed) (`base`, seed None: the base's evaluation; `base`,
+        seed d: its draw d, params `base_draws`)."""
         unrecorded = Lineage(f"unrecorded:{self.folder}")
-        where = "data/eval/base" if method == "base" else f"data/eval/{method}/seed{seed}"
+        where = f"data/eval/{run_key(method, seed)}"
         evaluate = self._stage("evaluate", method, seed)
         if method == "base":
             started = _md5_of(evaluate.get("deps"), BASE_DIR)

@@ -397,8 +397,10 @@ def score_independent(collected: Collected, rows: Sequence[Mapping]) -> dict:
         run = collected.runs[r["method"]][r["seed"]]
         key = r["metric"]
         test_rows = getattr(run, "test", None) or []
-        base = collected.runs.get(_study_base(r["method"]), {}).get(None)
-        start = number((base.metrics or {}).get(key)) if base is not None else None
+        # The base's mean over its draws (params `base_draws`; the one evaluation where it has none).
+        draws = [v for b in collected.runs.get(_study_base(r["method"]), {}).values()
+                 if (v := number((b.metrics or {}).get(key))) is not None]
+        start = sum(draws) / len(draws) if draws else None
         final = number((run.metrics or {}).get(key))
         lab = independent_label(heldout_curve(test_rows, key), start, final)
         if lab is None:
@@ -429,7 +431,7 @@ def score(collected: Collected, collapse_cfg: CollapseConfig) -> dict:
     base the study's own base row is not, so neither label could be read against it."""
     rows, skipped, notes, left_out = [], [], [], []
     for method, seeds in collected.runs.items():
-        if method == "base":
+        if method.rpartition("/")[2] == "base":  # a study's base and its draws: no training
             continue
         for seed, run in seeds.items():
             where = f"{method}/seed{seed}"

@@ -279,7 +279,8 @@ def seeds_spec(res: TaskResult, metric: str, colors: dict[str, int]) -> dict | N
         range_.append(BASE_COLOR if r.base or r.method not in colors else color_of(colors, r.method))
         if r.base and metric in r.stats:
             base = r.stats[metric]["mean"]
-        rows += [{"method": r.method, "seed": "base" if s is None else f"seed {s}", "value": _short(v)}
+        rows += [{"method": r.method, "value": _short(v),
+                  "seed": "base" if s is None else f"draw {s}" if r.base else f"seed {s}"}
                  for s, v in seeds]
     if not rows:
         return None

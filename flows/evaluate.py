@@ -1,8 +1,10 @@
-"""Stage `evaluate`: held-out benchmarks for one policy (`--method rlvr --seed 0`, or `--method base`).
+"""Stage `evaluate`: held-out benchmarks for one policy (`--method rlvr --seed 0`, or `--method base`,
+and `--method base --draw 2`: the base's further sampling draws, params `base_draws`).
 
-Writes `data/eval/<method>/seed<S>/metrics.json` (`data/eval/base/metrics.json`) (tracked by DVC
-as metrics) and logs the same numbers to the method's MLflow run (the one `train` opened, read from
-`run.json`; `base` gets its own run). Beside it, `items.json`: every benchmark's per-item scores
+Writes `data/eval/<method>/seed<S>/metrics.json` (`data/eval/base/metrics.json`,
+`data/eval/base/draw<D>/metrics.json`) (tracked by DVC as metrics) and logs the same numbers to
+the method's MLflow run (the one `train` opened, read from `run.json`; `base` gets its own run
+per sampling seed). Beside it, `items.json`: every benchmark's per-item scores
 (`evals/items.py`; in git, not a DVC metric), which the report's claims table pairs by item.
 """
 
@@ -27,8 +29,10 @@ from evals.registry import headline
 log = logging.getLogger(__name__)
 
 
-def evaluate(params: Params, name: str, seed: int | None = None, *, device=None) -> dict:
-    """Benchmarks for `name` (a method trained with `seed`, or `base`).
+def evaluate(params: Params, name: str, seed: int | None = None, *, device=None,
+             draw: int | None = None) -> dict:
+    """Benchmarks for `name` (a method trained with `seed`, or `base`: its evaluation at the
+    params' `seed`, or its `draw` d, sampled with seed `seed` + d).
 
     The policy is read-only here: held on `device` (default: this process's GPU, else the CPU;
     `core.devices.training_device`) in that device's compute dtype (bf16 on CUDA), so GSM8K's
@@ -47,6 +51,10 @@ def evaluate(params: Params, name: str, seed: int | None = None, *, device=None)
 
     if name == "base":
         seed, trained = None, list(params.methods)  # the base is scored on every method's task
+        if draw is not None and draw not in params.base_draws:
+            raise ValueError(f"base draw {draw} is not in params base_draws {params.base_draws}")
+    elif draw is not None:
+        raise ValueError(f"--draw is the base's (params base_draws), not {name}'s")
     else:
         seed, trained = (params.seeds[0] if seed is None else seed), [name]
     budgets = evaluate_budgets(params, trained)  # unknown names fail here, listing the known ones
@@ -65,7 +73,9 @@ def evaluate(params: Params, name: str, seed: int | None = None, *, device=None)
     chat = ChatFormat.from_params(params)  # prompts through the chat template, as in training
     if name != "base":  # with the thinking setting the method trained with
         chat = chat.with_thinking(params.method_grpo(name).enable_thinking)
-    sample_seed = params.seed if seed is None else seed
+    sample_seed = params.seed + (draw or 0) if seed is None else seed
+    # Where this evaluation's record goes: a trained run's seed, or the base's draw.
+    key = draw if name == "base" else seed
     family, cfg = params.method_config(name) if name != "base" else ("base", None)
     # arith_ref's samples also give paper 003 Fig. 3's numbers (evals/dilution.py).
     scorers = {"arith_ref": partial(score_samples, model, tokenizer, batch_size=params.eval.batch_size)}
@@ -91,22 +101,22 @@ def evaluate(params: Params, name: str, seed: int | None = None, *, device=None)
             seed=seed, chat=chat))
     seconds = round(time.time() - start, 1)
     metrics["machine"] = cpu_kind()  # what bitwise equality of a re-run needs (flows/revalidate.py)
-    write_json(paths.eval_dir(name, seed) / "items.json", items)
-    write_json(paths.eval_dir(name, seed) / "metrics.json", metrics)
+    write_json(paths.eval_dir(name, key) / "items.json", items)
+    write_json(paths.eval_dir(name, key) / "metrics.json", metrics)
     # The wall time beside the record, not in it: metrics.json is in git (dvc.yaml: cache: false),
     # and a re-run that scores the same must leave it and dvc.lock as they were. times.json is
     # ignored (data/.gitignore); the committed stage times are reports/times/ and studies/.
-    write_json(paths.eval_dir(name, seed) / "times.json", {"eval_seconds": seconds})
+    write_json(paths.eval_dir(name, key) / "times.json", {"eval_seconds": seconds})
     # The run's headline numbers alone: the narrow file `dvc metrics show` prints (one row a run).
-    write_json(paths.eval_dir(name, seed) / "headline.json", headline(metrics))
+    write_json(paths.eval_dir(name, key) / "headline.json", headline(metrics))
     tracking.setup()
     if name == "base":
-        # One run per (base model, data, seed): a re-evaluation writes into it again.
-        match = {"reward_method": "base", "seed": str(params.seed), "stage": "evaluate",
+        # One run per (base model, data, sampling seed): a re-evaluation writes into it again.
+        match = {"reward_method": "base", "seed": str(sample_seed), "stage": "evaluate",
                  "data_hash": tracking.data_hash(paths.PREPARED),
                  "base_hash": tracking.data_hash(paths.base_model_dir(params), "*.safetensors")}
         run_id = tracking.training_run_id(match, resumable=False)
-        with tracking.run(f"base-seed{params.seed}", {**match, "git_commit": tracking.git_commit()},
+        with tracking.run(f"base-seed{sample_seed}", {**match, "git_commit": tracking.git_commit()},
                           run_id=run_id):
             tracking.log_metrics({f"test/{k}": v for k, v in {**metrics, "eval_seconds": seconds}.items()})
     else:
@@ -142,18 +152,21 @@ def attach_sampler(params: Params, folder, model) -> str:
 
 
 @flow(name="evaluate", log_prints=True)
-def evaluate_flow(method: str, seed: int = 0, preset: str | None = None) -> dict:
+def evaluate_flow(method: str, seed: int = 0, preset: str | None = None,
+                  draw: int | None = None) -> dict:
     """Evaluate one policy on the held-out benchmarks."""
-    return evaluate(load(preset=preset), method, seed)
+    return evaluate(load(preset=preset), method, seed, draw=draw)
 
 
 def main() -> None:
     p = parser(__doc__)
     p.add_argument("--method", required=True, help="a trained method, or `base`")
     p.add_argument("--seed", type=int, default=None, help="GRPO seed of the trained policy")
+    p.add_argument("--draw", type=int, default=None,
+                   help="the base's further sampling draw (params base_draws)")
     args = p.parse_args()
-    print(json.dumps(evaluate(load(args.params, preset=args.preset), args.method, args.seed),
-                     indent=1))
+    print(json.dumps(evaluate(load(args.params, preset=args.preset), args.method, args.seed,
+                              draw=args.draw), indent=1))
 
 
 if __name__ == "__main__":

@@ -85,7 +85,7 @@ class Record:
     def name(self) -> str:
         from tasks.tracking import run_name
 
-        return run_name(self.method if self.seed is None else f"{self.method}-seed{self.seed}", self.study)
+        return run_name(paths.run_key(self.method, self.seed).replace("/", "-"), self.study)
 
     @property
     def digest(self) -> str:
@@ -176,7 +176,8 @@ class StudySettings:
         kinds = ("evaluate",) if method == "base" else ("train", "evaluate")
         out = {}
         for kind in kinds:
-            stage = ("evaluate_base" if method == "base" else
+            stage = ("evaluate_base" if method == "base" and seed is None else
+                     f"evaluate_base_draw@{seed}" if method == "base" else
                      next((s for s in (f"{kind}@{method}-{seed}", f"{kind}_extra@{method}-{seed}")
                            if s in self.stages), ""))
             path = f"data/runs/{method}/{kind}.json"

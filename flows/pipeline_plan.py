@@ -24,7 +24,7 @@ from tasks import stages as st
 
 # A stage of these kinds writes something new every time it runs (a training's weights, and the
 # wall time in run.json / metrics.json), so whatever reads it runs after it.
-ALWAYS_NEW = ("train", "evaluate", "evaluate_base")
+ALWAYS_NEW = ("train", "evaluate", "evaluate_base", "evaluate_base_draw")
 # A stage's own reasons to run, by kind, in the order the dry run prints them.
 REASONS = {"missing": "an output is not on this disk",
            "changed": "an input, output, command or param changed since dvc.lock",

@@ -39,6 +39,14 @@ def select(graph: dict[str, set[str]], methods: list[str] | None = None,
     ['prepare', 'train@a-0', 'report']
     >>> select(g, leave_out=["b"])
     ['prepare', 'train@a-0', 'train@a-1', 'report']
+
+    The base's further draws (`evaluate_base_draw@<d>`) follow the seeds chosen: draw d with
+    seed d, every draw when no seeds are named.
+
+    >>> g = {"prepare": set(), "train@a-0": {"prepare"}, "train@a-1": {"prepare"},
+    ...      "evaluate_base_draw@1": {"prepare"}, "evaluate_base_draw@2": {"prepare"}}
+    >>> select(g, seeds=[1]), len(select(g))
+    (['prepare', 'train@a-1', 'evaluate_base_draw@1'], 5)
     """
     known = sorted({m["method"] for s in graph if (m := _MATRIX.match(s))})
     unknown = sorted(set(methods or []) - set(known))
@@ -57,6 +65,8 @@ def select(graph: dict[str, set[str]], methods: list[str] | None = None,
         raise ParamsError(f"no DVC stage named {missing}; `dvc stage list` shows them")
 
     def wanted(stage: str) -> bool:
+        if draw := st.BASE_DRAW.match(stage):  # the base sampled like the seeds chosen
+            return seeds is None or int(draw["draw"]) in seeds
         m = _MATRIX.match(stage)
         if m is None:
             return True
@@ -306,7 +316,7 @@ def gpus_needed(stage: str, params: Params) -> int:
     kind = stage_kind(stage)
     if kind == "train" and m:
         return params.method_grpo(m["method"]).num_processes
-    return 1 if kind in ("evaluate", "evaluate_base") else 0
+    return 1 if kind in ("evaluate", "evaluate_base", "evaluate_base_draw") else 0
 
 
 def pool_gpus(stage: str, need: dict[str, int], params: Params) -> int:

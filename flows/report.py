@@ -163,6 +163,7 @@ from flows.report_readme import (  # noqa: F401 - re-exported: `make results`
     update_readme,
     write_readme,
 )
+from flows.report_urlvr import urlvr_html, urlvr_markdown
 from models.collapse import CollapseConfig
 
 # Train-curve columns charted first; every other numeric column follows (`reward_std` is noise;
@@ -207,6 +208,7 @@ def summary_markdown(agg: dict[str, dict], collected: Collected, smoke: Sequence
         parts += ["", "## Collapse events", "", _markdown(["method", "seed", "step", "kind", "message"],
                                                           events)]
     parts += ["", "## Collapse alarms: how often they are right", "", alarms_markdown(alarms)]
+    parts += ["", "## URLVR's measures", "", urlvr_markdown(collected.runs)]
     if section := records_section_markdown(left_out, outdated):
         parts += ["", section]
     if collected.notes:
@@ -368,7 +370,8 @@ def html_page(agg: dict[str, dict], collected: Collected, results: list[TaskResu
         parts.append(provenance_html(prov))
     parts.append("<nav><a href='#result'>Result</a><a href='#claims'>Claims</a><a href='#curves'>Held-out curves</a>"
                  "<a href='#benchmarks'>All benchmarks</a><a href='#collapse'>Collapse events</a>"
-                 "<a href='#alarms'>Collapse alarms</a><a href='#diagnostics'>Diagnostics</a>"
+                 "<a href='#alarms'>Collapse alarms</a><a href='#urlvr'>URLVR's measures</a>"
+                 "<a href='#diagnostics'>Diagnostics</a>"
                  f"<a href='#{RECORDS_ID}'>Stale and outdated runs</a></nav></header>")
     if collected.notes:
         parts.append(f"<details class='notes'><summary>{len(collected.notes)} note"
@@ -444,6 +447,7 @@ def html_page(agg: dict[str, dict], collected: Collected, results: list[TaskResu
                  + (f" ({len(alarms['left_out'])} here)" if alarms.get("left_out") else "")
                  + ", as from every table.</p>")
     parts.append(alarms_html(alarms) + "</section>")
+    parts.append("<section id='urlvr'><h2>URLVR's measures</h2>" + urlvr_html(collected.runs) + "</section>")
 
     parts.append("<section id='diagnostics'><h2>Diagnostics</h2>")
     if has_curves:

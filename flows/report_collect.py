@@ -31,7 +31,7 @@ from core.io import read_json
 from core.params import ROOT, Params
 from evals.lineage import Lineages
 from evals.registry import TASK_HEADLINE, headline_metrics  # noqa: F401 - re-exported
-from tasks.stages import MATRIX, code_changes, stage_kind
+from tasks.stages import MATRIX, code_changes, run_of, stage_kind
 
 # TASK_HEADLINE (evals/registry.py): the metrics a task is judged by (higher is better for each),
 # first the one its methods are ranked by; a task missing there is judged by `<task>/pass@1`.
@@ -45,6 +45,7 @@ SMOKE_PRESETS = ("micro", "ci", "smoke")
 SMOKE_MAX_STEPS = 20
 SMOKE_MIN_TEST = 50
 _SEED_DIR = re.compile(r"^seed(-?\d+)$")
+_DRAW_DIR = re.compile(r"^draw(\d+)$")
 
 
 # ------------------------------------------------------------------------------ reading
@@ -94,7 +95,8 @@ def _seed_dirs(folder: Path) -> Iterable[tuple[str, int]]:
 
 
 def discover(data_dir: Path, order: Sequence[str] = ()) -> list[tuple[str, int | None]]:
-    """Every (method, seed) with anything under eval/, plots/ or checkpoints/, and `base`.
+    """Every (method, seed) with anything under eval/, plots/ or checkpoints/, and `base` (seed
+    None: its evaluation at the params' `seed`; seed d: its draw d).
 
     Order: `base` first, then the methods of `order` (params.methods), then the rest by name;
     seeds ascending.
@@ -104,6 +106,10 @@ def discover(data_dir: Path, order: Sequence[str] = ()) -> list[tuple[str, int |
         found.update(_seed_dirs(Path(data_dir) / sub))
     if (_under(data_dir, paths.eval_dir("base", None)) / "metrics.json").exists():
         found.add(("base", None))
+    # The base's further sampling draws (params `base_draws`): base/draw<D>/.
+    for f in _under(data_dir, paths.eval_dir("base", None)).glob("draw*/metrics.json"):
+        if (m := _DRAW_DIR.match(f.parent.name)):
+            found.add(("base", int(m.group(1))))
     rank = {name: i for i, name in enumerate(["base", *order])}
     return sorted(found, key=lambda ms: (rank.get(ms[0], len(rank)), ms[0],
                                          -1 if ms[1] is None else ms[1]))
@@ -134,7 +140,7 @@ def collect(data_dir: Path = paths.DATA, order: Sequence[str] = (), folder: str 
         run = RunData()
         run.metrics = _read(_under(data_dir, paths.eval_dir(method, seed)) / "metrics.json", dict, notes)
         run.items = _read(_under(data_dir, paths.eval_dir(method, seed)) / "items.json", dict, notes)
-        if seed is not None:
+        if seed is not None and method != "base":  # a base draw has no training
             plots = _under(data_dir, paths.plots_dir(method, seed))
             run.train = [r for r in _read(plots / "train.json", list, notes) or [] if isinstance(r, dict)]
             run.heldout = [r for r in _read(plots / "heldout.json", list, notes) or []
@@ -454,18 +460,13 @@ def outdated_stages(lock: Path, want: dict[str, str]) -> list[str]:
 
     out = []
     for name, stage in sorted(read_lock(lock).items()):
-        if not ((MATRIX.match(name) or name == "evaluate_base") and isinstance(stage, dict)):
+        if not ((MATRIX.match(name) or stage_kind(name).startswith("evaluate_base"))
+                and isinstance(stage, dict)):
             continue
         deps = [d for d in stage.get("deps") or [] if isinstance(d, dict)]
         if any(d.get("path") in want and d.get("md5") != want[d["path"]] for d in deps):
             out.append(name)
     return out
-
-
-def _run_of(stage: str) -> tuple[str, int | None]:
-    """(method, seed) of a train or evaluate stage; ("base", None) for `evaluate_base`."""
-    m = MATRIX.match(stage)
-    return (m["method"], int(m["seed"])) if m else ("base", None)
 
 
 def outdated_runs(root: Path = ROOT) -> dict[str, dict[str, int]]:
@@ -513,8 +514,8 @@ def outdated_runs(root: Path = ROOT) -> dict[str, dict[str, int]]:
     for name, stages in found.items():
         # A stale run (another base) is already left out of every table, and named: not counted.
         lineages = Lineages(studies[name][0].parent / "data")
-        shown = [s for s in stages if not lineages.of(*_run_of(s)).stale]
-        counts = {kind: sum(stage_kind(s) == kind or (kind == "evaluate" and s == "evaluate_base")
+        shown = [s for s in stages if not lineages.of(*run_of(s)).stale]
+        counts = {kind: sum(stage_kind(s) == kind or (kind == "evaluate" and stage_kind(s).startswith("evaluate_base"))
                             for s in shown) for kind in ("train", "evaluate")}
         if any(counts.values()):
             out[name] = counts

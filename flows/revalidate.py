@@ -47,6 +47,7 @@ import yaml
 
 from core.codedeps import normalized_source
 from core.params import ROOT
+from tasks.stages import run_of
 
 CONFIG = ROOT / "configs" / "revalidate.yaml"
 OUT = ROOT / "reports" / "revalidate.json"
@@ -198,15 +199,6 @@ def classify(stages: list[Stage], since: dict[str, dict], head: dict[str, dict],
             s.changed = sorted(set(new.get("closure") or []) & set(changed))
 
 
-def run_of(stage: str) -> tuple[str, int | None]:
-    """(method, seed) of `train@m-3`, `evaluate_extra@m-3`; ('base', None) for evaluate_base."""
-    if "@" not in stage:
-        return "base", None
-    item = stage.split("@", 1)[1]
-    method, _, seed = item.rpartition("-")
-    return method, int(seed)
-
-
 def restamp(lock: Path, stamps: dict[str, tuple[str, int]]) -> int:
     """Write each stage's new run-file hash and size (`stamps`: stage -> (md5, size)) into
     dvc.lock, editing only those two lines of each entry (DVC's own formatting is kept).
@@ -257,6 +249,11 @@ def compare(recorded: Path, rerun: Path, method: str, seed: int | None, tol: flo
     None: the base's evaluation). `tol`/`curve_tol` 0: bitwise. `matches` says whether every
     per-item score, metric and curve agrees.
 
+    A change that adds measures still revalidates: a metric (`metrics_added`) or curve key
+    (`curve_keys_added`, as `<curve>:<key>`) present in the rerun but absent from the record is
+    listed, not counted as a difference; every value the record holds must still be there and
+    agree (a key the rerun lacks is a difference).
+
     >>> import tempfile
     >>> a, b = Path(tempfile.mkdtemp()), Path(tempfile.mkdtemp())
     >>> for root, x, item in ((a, 0.5, 1), (b, 0.5 + 1e-9, 0)):
@@ -274,6 +271,16 @@ def compare(recorded: Path, rerun: Path, method: str, seed: int | None, tol: flo
     ...         [{"step": 5, "reward": 0.4}, {"step": 10, "reward": 0.4 + 1e-8}, {"step": 15, "reward": late}]))
     >>> compare(a, b, "m", 0, curve_tol=1e-5)["curve_first_differing_step"]
     15.0
+    >>> rows = [{"step": 5, "reward": 0.4}]
+    >>> for root, extra in ((a, {}), (b, {"urlvr/reward_accuracy": 0.7})):
+    ...     _ = (root / "data/plots/m/seed0/train.json").write_text(json.dumps([{**rows[0], **extra}]))
+    ...     _ = (root / "data/eval/m/seed0/metrics.json").write_text(json.dumps({"t/pass@1": 0.5, **extra}))
+    ...     _ = (root / "data/eval/m/seed0/items.json").write_text(json.dumps({"t": {"ids": [1]}}))
+    >>> r = compare(a, b, "m", 0)
+    >>> r["curve_keys_added"], r["metrics_added"], r["matches"]
+    (['train:urlvr/reward_accuracy'], ['urlvr/reward_accuracy'], True)
+    >>> compare(b, a, "m", 0)["matches"]  # the rerun lost a key the record holds
+    False
     """
     name = method if seed is None else f"{method}/seed{seed}"
     where = Path("data") / "eval" / name
@@ -281,24 +288,32 @@ def compare(recorded: Path, rerun: Path, method: str, seed: int | None, tol: flo
     old_m, new_m = numbers(_read(recorded / where / "metrics.json")), numbers(_read(rerun / where / "metrics.json"))
     tasks = sorted(set(old_items or {}) | set(new_items or {}))
     differing = [t for t in tasks if (old_items or {}).get(t) != (new_items or {}).get(t)]
-    metrics = {k: [old_m.get(k), new_m.get(k)] for k in sorted(set(old_m) | set(new_m))
-               if k not in old_m or k not in new_m or abs(old_m[k] - new_m[k]) > tol}
+    # Keys only the rerun has are added measures (listed, not a difference); keys only the record
+    # has are lost ones (a difference: the recorded value is gone).
+    added = sorted(set(new_m) - set(old_m))
+    metrics = {k: [old_m.get(k), new_m.get(k)] for k in sorted(old_m)
+               if k not in new_m or abs(old_m[k] - new_m[k]) > tol}
     curve: dict[str, float] = {}
+    curve_added: set[str] = set()
     rows = {}
     first = None  # the first logged training step whose reward differs: where the runs part
     if seed is not None:
         run_old = numbers(_read(recorded / "data" / "checkpoints" / name / "run.json"))
         run_new = numbers(_read(rerun / "data" / "checkpoints" / name / "run.json"))
-        metrics.update({f"run.json:{k}": [run_old.get(k), run_new.get(k)]
-                        for k in sorted(set(run_old) | set(run_new))
-                        if k not in run_old or k not in run_new or abs(run_old[k] - run_new[k]) > tol})
+        added += [f"run.json:{k}" for k in sorted(set(run_new) - set(run_old))]
+        metrics.update({f"run.json:{k}": [run_old.get(k), run_new.get(k)] for k in sorted(run_old)
+                        if k not in run_new or abs(run_old[k] - run_new[k]) > tol})
         for kind in ("train", "heldout", "test"):
             plots = Path("data") / "plots" / name / f"{kind}.json"
             old_c, new_c = _read(recorded / plots) or [], _read(rerun / plots) or []
             rows[kind] = [len(old_c), len(new_c)]
+            # A key the recorded curve never holds is added; one it holds in some rows must
+            # agree in every row (a value where the record has none is a difference too).
+            kept = {k for row in old_c for k in numbers(row)}
             for old_row, new_row in zip(old_c, new_c):
                 a, b = numbers(old_row), numbers(new_row)
-                for k in set(a) | set(b):
+                curve_added.update(f"{kind}:{k}" for k in set(b) - kept)
+                for k in (set(a) | set(b)) & kept:
                     gap = abs(a[k] - b[k]) if k in a and k in b else float("inf")
                     curve[f"{kind}:{k}"] = max(curve.get(f"{kind}:{k}", 0.0), gap)
                 if kind == "train" and first is None and \
@@ -310,6 +325,7 @@ def compare(recorded: Path, rerun: Path, method: str, seed: int | None, tol: flo
             "tasks_differing": differing, "metrics_differing": metrics, "curve_rows": rows,
             "curve_max_abs_diff": {k: curve[k] for k in sorted(curve) if curve[k] > 0},
             "curve_first_differing_step": first,
+            "metrics_added": added, "curve_keys_added": sorted(curve_added),
             "matches": found and not differing and not metrics and curves_agree}
 
 

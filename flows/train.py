@@ -31,6 +31,7 @@ from core.devices import cpu_kind
 from core.io import read_jsonl, write_json
 from core.methods import metric_prefixes
 from core.params import ROOT, Params, ResolvedMethod, load
+from evals.urlvr import PREFIX as URLVR_PREFIX
 from rewards import MethodContext, build_plan, reward_version
 
 log = logging.getLogger(__name__)
@@ -106,7 +107,7 @@ def curves(history: list[dict]) -> list[dict]:
     the metrics the methods log themselves (each registry entry's `metrics` prefixes)."""
     keys = {"reward": "reward", "reward_std": "reward_std", "entropy": "entropy",
             "completion_length": "completions/mean_length", "clipped_ratio": "completions/clipped_ratio"}
-    prefixes = metric_prefixes()
+    prefixes = (*metric_prefixes(), URLVR_PREFIX)  # URLVR's measures: every method logs them (models/grpo.py)
     rows = []
     for h in history:
         if "reward" in h and "step" in h:

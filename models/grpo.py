@@ -116,6 +116,52 @@ def _lab_rollouts(trainer) -> None:
                                                                          **kwargs)
 
 
+def _urlvr_measures(trainer) -> None:
+    """URLVR's per-training measures (`evals.urlvr`, docs/collapse.md) on every training generation
+    batch, logged as `urlvr/reward_accuracy` and `urlvr/point_biserial` beside TRL's own metrics
+    (averaged per logging step like `reward`). Wraps the trainer's `_calculate_rewards` (TRL's
+    one scoring call per generation batch; DRO's override too) and only reads what it returns:
+    no generation, no random draw, no change to a reward, an advantage or an order."""
+    original = trainer._calculate_rewards
+
+    def measured(inputs, prompts, completions, completion_ids_list):
+        rewards_per_func = original(inputs, prompts, completions, completion_ids_list)
+        if trainer.model.training:
+            for key, value in urlvr_measures(trainer, inputs, completions, rewards_per_func).items():
+                trainer._metrics["train"][key].append(value)
+        return rewards_per_func
+
+    trainer._calculate_rewards = measured
+
+
+def urlvr_measures(trainer, inputs, completions, rewards_per_func) -> dict[str, float]:
+    """The measures of one generation batch. The proxy reward is what TRL logs as `reward` and,
+    under its default `multi_objective_aggregation` (sum_then_normalize, the lab's), turns into
+    advantages: the weighted sum of the reward functions, NaN where every function gave None.
+    Correctness is the task's verifiable check (`rewards.verifiable.rlvr_correct`, the `rlvr`
+    reward's) against the row's `answer`; a row without one is left out.
+
+    TRL gathers the rewards of the whole generation batch on every rank; each rank checks its own
+    completions and the checks are gathered too (`core.ranks.gather_rows`, as the majority vote
+    does), so every rank computes the same global numbers and the logged mean is theirs."""
+    import torch
+
+    from core import ranks
+    from evals.urlvr import step_measures
+    from rewards.verifiable import rlvr_correct
+
+    mine = rlvr_correct(None, completions, [row.get("answer") for row in inputs])
+    correct, _ = ranks.gather_rows(mine)
+    weights = trainer.reward_weights.to(rewards_per_func.device)
+    proxy = (rewards_per_func * weights.unsqueeze(0)).nansum(dim=1)
+    proxy[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
+    rewards = proxy.tolist()
+    if len(rewards) != len(correct):
+        log.warning("urlvr measures skipped: %d rewards for %d completions", len(rewards), len(correct))
+        return {}
+    return step_measures(rewards, correct, trainer.num_generations)
+
+
 def _vllm_everywhere(trainer) -> None:
     """With vLLM rollouts in colocate mode: the weight sync that works on the CPU
     (`models.vllm_engine.fix_colocate_sync`), and the held-out evaluations sampled by the same
@@ -234,6 +280,7 @@ def train(policy_path: Path, rows: list[dict], plan, g, *, seed: int, output_dir
             f.trainer = trainer
     _record_first_prompt(trainer, Path(output_dir) / "first_prompt.txt")
     _lab_rollouts(trainer)
+    _urlvr_measures(trainer)
     _vllm_everywhere(trainer)
     resume = last_checkpoint(output_dir)
     done = resume is not None and _global_step(resume) >= g.max_steps

@@ -118,17 +118,27 @@ def corpus(prepared: Path) -> list[str]:
     return texts
 
 
-def _nll(logits, labels):
-    """Per-token NLL of the next token ([B, T-1]; 0 where the label is -100) and the label mask."""
+def _nll(logits, labels, label_smoothing: float = 0.0):
+    """Per-token NLL of the next token ([B, T-1]; 0 where the label is -100) and the label mask.
+
+    `label_smoothing` ε > 0: the cross-entropy against (1 − ε) one-hot + ε uniform over the
+    vocabulary (torch's `label_smoothing`; Szegedy et al. 2016, §7), the `calibrated` base's knob
+    (docs/premises.md). At 0 the call is the plain cross-entropy, argument and all, so a base
+    built without the knob is bit-for-bit the one built before it existed.
+    """
     import torch.nn.functional as F
 
     targets = labels[:, 1:]
-    nll = F.cross_entropy(logits[:, :-1].transpose(1, 2).float(), targets, ignore_index=-100,
-                          reduction="none")
+    if label_smoothing:
+        nll = F.cross_entropy(logits[:, :-1].transpose(1, 2).float(), targets, ignore_index=-100,
+                              reduction="none", label_smoothing=label_smoothing)
+    else:
+        nll = F.cross_entropy(logits[:, :-1].transpose(1, 2).float(), targets, ignore_index=-100,
+                              reduction="none")
     return nll, targets != -100
 
 
-def example_mean_nll(logits, labels):
+def example_mean_nll(logits, labels, label_smoothing: float = 0.0):
     """Mean over examples of each example's mean token NLL (labels -100 are ignored; an example
     without a label token does not count).
 
@@ -138,7 +148,7 @@ def example_mean_nll(logits, labels):
     per example first makes the mix weights the share each family gets (on its own that did not
     teach the tiny evaluator to check the box: docs/results.md, section 1).
     """
-    return _example_means(*_nll(logits, labels)).mean()
+    return _example_means(*_nll(logits, labels, label_smoothing)).mean()
 
 
 def _example_means(nll, mask):
@@ -179,13 +189,15 @@ def length_groups(lengths: list[int], overhead: int = GROUP_OVERHEAD_TOKENS) -> 
     return groups[::-1]
 
 
-def grouped_loss(model, inputs, loss_norm: str, overhead: int = GROUP_OVERHEAD_TOKENS):
+def grouped_loss(model, inputs, loss_norm: str, overhead: int = GROUP_OVERHEAD_TOKENS,
+                 label_smoothing: float = 0.0):
     """The SFT loss of a right-padded batch computed group by group (`length_groups`), each group
     cut to its longest row: the same loss and gradient as one pass over the padded batch (up to
     float rounding; tests/test_sft_loss.py), without the work on padding.
 
     `loss_norm`: token (sum of token NLLs over the batch's label tokens: TRL's SFT loss) or
     example (`example_mean_nll`). A batch that is not right-padded is computed in one pass.
+    `label_smoothing`: as in `_nll`.
     """
     import torch
 
@@ -200,7 +212,7 @@ def grouped_loss(model, inputs, loss_norm: str, overhead: int = GROUP_OVERHEAD_T
         index = torch.tensor(rows, device=ids.device)
         width = int(lengths[index].max()) if right_padded else ids.shape[1]
         out = model(input_ids=ids[index, :width], attention_mask=mask[index, :width], use_cache=False)
-        nll, label_mask = _nll(out.logits, labels[index, :width])
+        nll, label_mask = _nll(out.logits, labels[index, :width], label_smoothing)
         if loss_norm == "example":
             means = _example_means(nll, label_mask)
             total = total + means.sum()
@@ -211,9 +223,11 @@ def grouped_loss(model, inputs, loss_norm: str, overhead: int = GROUP_OVERHEAD_T
     return total / max(denominator, 1)
 
 
-def _trainer_class(loss_norm: str, grouped: bool = True):
+def _trainer_class(loss_norm: str, grouped: bool = True, label_smoothing: float = 0.0):
     """TRL's SFTTrainer, with the loss computed by length groups (`grouped_loss`, the default)
-    or, ungrouped, TRL's own token loss or `example_mean_nll` in one pass (`loss_norm: example`)."""
+    or, ungrouped, TRL's own token loss or `example_mean_nll` in one pass (`loss_norm: example`).
+    With `label_smoothing` > 0 (`_nll`) an ungrouped token loss is the smoothed token mean in one
+    pass, not TRL's."""
     from trl import SFTTrainer
 
     if grouped:
@@ -222,10 +236,10 @@ def _trainer_class(loss_norm: str, grouped: bool = True):
             def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
                 if return_outputs:  # evaluation asking for logits: not used by the lab
                     return super().compute_loss(model, inputs, True, num_items_in_batch)
-                return grouped_loss(model, inputs, loss_norm)
+                return grouped_loss(model, inputs, loss_norm, label_smoothing=label_smoothing)
 
         return GroupedSFTTrainer
-    if loss_norm == "token":
+    if loss_norm == "token" and not label_smoothing:
         return SFTTrainer
 
     class ExampleMeanSFTTrainer(SFTTrainer):
@@ -234,7 +248,11 @@ def _trainer_class(loss_norm: str, grouped: bool = True):
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             labels = inputs["labels"]
             outputs = model(**{k: v for k, v in inputs.items() if k != "labels"}, use_cache=False)
-            loss = example_mean_nll(outputs.logits, labels)
+            if loss_norm == "example":
+                loss = example_mean_nll(outputs.logits, labels, label_smoothing)
+            else:  # the smoothed token mean (TRL's token loss has no smoothing of its own here)
+                nll, mask = _nll(outputs.logits, labels, label_smoothing)
+                loss = nll.sum() / mask.sum().clamp(min=1)
             return (loss, outputs) if return_outputs else loss
 
     return ExampleMeanSFTTrainer
@@ -254,7 +272,8 @@ def sft_trainer(model, tokenizer, rows: list[dict], phase, cfg, seed: int, work_
         max_length=cfg.arch.max_positions, completion_only_loss=True,
         dataloader_num_workers=0, disable_tqdm=True, activation_checkpointing=False,
     )
-    trainer_cls = _trainer_class(getattr(phase, "loss_norm", "token"), cfg.sft.length_groups)
+    trainer_cls = _trainer_class(getattr(phase, "loss_norm", "token"), cfg.sft.length_groups,
+                                 getattr(phase, "label_smoothing", 0.0))
     return trainer_cls(model=model, args=args, train_dataset=Dataset.from_list(rows),
                        processing_class=tokenizer)
 

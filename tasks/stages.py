@@ -60,18 +60,36 @@ from core.params import ROOT
 # arm (params `extra_runs`) is `<stage>_extra@<method>-<seed>`.
 MATRIX = re.compile(r"^(?P<kind>[^@]+)@(?P<method>.+)-(?P<seed>-?\d+)$")
 EXTRA = "_extra"
+# The base's further sampling draws (params `base_draws`): `evaluate_base_draw@<d>`.
+BASE_DRAW = re.compile(r"^evaluate_base_draw@(?P<draw>\d+)$")
 # What a stage that ran nothing reports (`reproduce_in_place`).
 UP_TO_DATE = ("skip", "recorded")
 
 
 def stage_kind(stage: str) -> str:
-    """`train` for `train@a-0` and `train_extra@a-3`; the stage's name for any other stage.
+    """`train` for `train@a-0` and `train_extra@a-3`; a foreach stage's name without its item;
+    the stage's name for any other stage.
 
     >>> stage_kind("train_extra@rlme-3"), stage_kind("evaluate@rlme-0"), stage_kind("report")
     ('train', 'evaluate', 'report')
+    >>> stage_kind("evaluate_base_draw@2")
+    'evaluate_base_draw'
     """
     m = MATRIX.match(stage)
-    return m["kind"].removesuffix(EXTRA) if m else stage
+    return m["kind"].removesuffix(EXTRA) if m else stage.partition("@")[0]
+
+
+def run_of(stage: str) -> tuple[str, int | None]:
+    """(method, seed) of a train or evaluate stage; ("base", None) for `evaluate_base` (and any
+    stage that is neither), ("base", d) for the base's draw d, `evaluate_base_draw@<d>`.
+
+    >>> run_of("train_extra@rlme-3"), run_of("evaluate_base"), run_of("evaluate_base_draw@2")
+    (('rlme', 3), ('base', None), ('base', 2))
+    """
+    if m := MATRIX.match(stage):
+        return m["method"], int(m["seed"])
+    draw = BASE_DRAW.match(stage)
+    return "base", int(draw["draw"]) if draw else None
 
 
 class StageFailed(RuntimeError):
@@ -620,6 +638,7 @@ def stage_outputs(stage: str, root: Path = ROOT) -> dict:
     kind, _, item = stage.partition("@")
     method, _, seed = item.rpartition("-")
     files = {"evaluate_base": root / "data" / "eval" / "base" / "metrics.json",
+             "evaluate_base_draw": root / "data" / "eval" / "base" / f"draw{item}" / "metrics.json",
              "evaluate": root / "data" / "eval" / method / f"seed{seed}" / "metrics.json",
              "train": root / "data" / "checkpoints" / method / f"seed{seed}" / "run.json",
              "build_base": root / "data" / "base_model_info.json"}

@@ -82,7 +82,8 @@ def round_times(plan_times: Path) -> Path:
 
 _ROUND = round_times(_TIMES[1][0])
 # The files of an arm's run a record keeps (data/eval/<arm>/..., data/plots/<arm>/...).
-RESULT_FILES = ("metrics.json", "headline.json", "items.json", "train.json", "heldout.json", "test.json")
+RESULT_FILES = ("metrics.json", "headline.json", "items.json", "premises.json", "train.json", "heldout.json",
+                "test.json")
 CALLS_FILE = "times.calls.json"  # every call's times, in order, in the record
 # A study's own base (a preset or base seed that changes the base's inputs) goes into its record
 # too, in git like the default base of record: another CPU builds another base (docs/speed.md),

@@ -490,6 +490,42 @@ def test_a_per_run_number_against_a_base_evaluated_once_is_refused(tmp_path) -> 
     assert v.reason.startswith("a per-run number against the base evaluated once")
 
 
+def test_a_per_run_number_against_the_bases_draws_is_decided(tmp_path) -> None:
+    """The same comparison once the base has further sampling draws (params base_draws,
+    data/eval/base/draw<d>/): their spread is measured, so the per-run test decides, and the base
+    counts every draw."""
+    for seed in range(5):
+        write(tmp_path / "eval" / "t" / f"seed{seed}" / "metrics.json", {KEY: 0.6 + 0.01 * seed})
+    write(tmp_path / "eval" / "base" / "metrics.json", {KEY: 0.3})
+    for d in (1, 2, 3, 4):
+        write(tmp_path / "eval" / "base" / f"draw{d}" / "metrics.json", {KEY: 0.3 + 0.005 * (d % 2)})
+    [v], _ = judge(tmp_path, cl.Claim("x", "0", "F", "s", (("t", "base"),), KEY, "greater", min_effect=0.1))
+    x = v.comparisons[0]
+    assert x.seeds == {"t": 5, "base": 5} and v.verdict == cl.REPRODUCED
+    assert x.values["base"] == {0: 0.3, 1: 0.305, 2: 0.3, 3: 0.305, 4: 0.3}
+
+
+def test_the_bases_draws_enter_a_per_item_comparison_as_its_seeds(tmp_path) -> None:
+    """Per item, the base's draws are its rows: the t-interval is `seed_item_t` on the arm's
+    seeds against every draw of the base, not against its first evaluation alone."""
+    t, c = items_world(shift=0.2, seeds=3)
+    draws, _ = items_world(shift=0.0, seeds=3, seed=1)
+    for seed, row in enumerate(t):
+        write_run(tmp_path, "t", seed, row)
+    write_base(tmp_path, c[0])
+    for d, row in enumerate([c[1], c[2]], start=1):
+        folder = tmp_path / "eval" / "base" / f"draw{d}"
+        write(folder / "metrics.json", {KEY: float(row.mean())})
+        write(folder / "items.json", {"arith": {
+            "headline": "pass@1", "ids": [f"arith-test-{i:05d}" for i in range(len(row))],
+            "metrics": {"pass@1": [float(x) for x in row]}}})
+    [v], _ = judge(tmp_path, cl.Claim("x", "0", "F", "s", (("t", "base"),), KEY, "greater", min_effect=0.1))
+    x = v.comparisons[0]
+    assert x.seeds == {"t": 3, "base": 3}
+    e = cl.seed_item_t(t, c)
+    assert (x.difference, x.low, x.high) == (e.difference, e.low, e.high)
+
+
 def test_a_per_run_precondition_is_decided_at_five_seeds_not_three(tmp_path) -> None:
     """Per-run preconditions follow the per-run rule (at least MIN_SEEDS_PER_RUN seeds): three
     seeds of a clearly rising curve leave the precondition undecided, with the seeds it needs;

@@ -32,7 +32,7 @@ def test_bad_value_is_named():
 
 
 def test_unknown_preset_lists_known():
-    with pytest.raises(ParamsError, match=r"preset 'nope' is not defined; known: \['ci'"):
+    with pytest.raises(ParamsError, match=r"preset 'nope' is not defined; known: \[.*'ci'"):
         validate(raw(), preset="nope")
 
 

@@ -97,3 +97,59 @@ def test_lock_stages_and_restamp_touch_only_the_run_file_entries(tmp_path: Path)
 def test_run_of_names_the_method_and_seed_of_a_stage() -> None:
     assert rv.run_of("train@r3_gate-3") == ("r3_gate", 3)
     assert rv.run_of("evaluate_base") == ("base", None)
+
+
+def _record(root: Path, train: list[dict], metrics: dict, run: dict | None = None) -> Path:
+    """One run's files (method m, seed 0) under `root`, as `compare` reads them."""
+    import json
+
+    ev, plots = root / "data/eval/m/seed0", root / "data/plots/m/seed0"
+    ev.mkdir(parents=True)
+    plots.mkdir(parents=True)
+    (ev / "metrics.json").write_text(json.dumps(metrics))
+    (ev / "items.json").write_text(json.dumps({"t": {"ids": [1, 2], "metrics": {"c": [1, 0]}}}))
+    (plots / "train.json").write_text(json.dumps(train))
+    if run is not None:
+        (root / "data/checkpoints/m/seed0").mkdir(parents=True)
+        (root / "data/checkpoints/m/seed0/run.json").write_text(json.dumps(run))
+    return root
+
+
+OLD_CURVE = [{"step": 1, "reward": 0.25, "entropy": 1.5}, {"step": 2, "reward": 0.5, "entropy": 1.25}]
+NEW_KEYS = {"urlvr/reward_accuracy": 0.75, "urlvr/point_biserial": 0.5}
+
+
+def test_a_rerun_that_adds_measures_still_matches_and_lists_them(tmp_path: Path) -> None:
+    rec = _record(tmp_path / "rec", OLD_CURVE, {"t/pass@1": 0.5}, {"best_step": 2})
+    new = _record(tmp_path / "new", [{**row, **NEW_KEYS} for row in OLD_CURVE],
+                  {"t/pass@1": 0.5, "t/urlvr": 0.1}, {"best_step": 2, "mcs": 7})
+    r = rv.compare(rec, new, "m", 0)
+    assert r["matches"], r
+    assert r["curve_keys_added"] == ["train:urlvr/point_biserial", "train:urlvr/reward_accuracy"]
+    assert r["metrics_added"] == ["t/urlvr", "run.json:mcs"]
+    assert r["metrics_differing"] == {} and r["curve_max_abs_diff"] == {}
+
+
+def test_a_rerun_that_loses_or_changes_a_recorded_value_still_fails(tmp_path: Path) -> None:
+    rec = _record(tmp_path / "rec", [{**row, **NEW_KEYS} for row in OLD_CURVE], {"t/pass@1": 0.5, "t/x": 1})
+    lost = _record(tmp_path / "lost", OLD_CURVE, {"t/pass@1": 0.5})
+    r = rv.compare(rec, lost, "m", 0)
+    assert not r["matches"] and r["curve_keys_added"] == [] and r["metrics_added"] == []
+    assert r["curve_max_abs_diff"]["train:urlvr/reward_accuracy"] == float("inf")
+    assert r["metrics_differing"] == {"t/x": [1.0, None]}
+    # An added measure does not hide a change to an old value beside it.
+    changed = [{**OLD_CURVE[0], **NEW_KEYS}, {**OLD_CURVE[1], "entropy": 1.0, **NEW_KEYS}]
+    r = rv.compare(_record(tmp_path / "rec2", OLD_CURVE, {"t/pass@1": 0.5}),
+                   _record(tmp_path / "changed", changed, {"t/pass@1": 0.5}), "m", 0)
+    assert not r["matches"] and r["curve_max_abs_diff"] == {"train:entropy": 0.25}
+    assert r["curve_keys_added"] == ["train:urlvr/point_biserial", "train:urlvr/reward_accuracy"]
+
+
+def test_a_value_where_the_recorded_curve_has_none_at_that_row_is_a_difference(tmp_path: Path) -> None:
+    """A key the record holds in some rows is compared in every row: the rerun logging it at a
+    step where the record did not is a changed run, not an added measure."""
+    sparse = [{**OLD_CURVE[0], "urlvr/reward_accuracy": 0.75}, OLD_CURVE[1]]
+    dense = [{**row, "urlvr/reward_accuracy": 0.75} for row in OLD_CURVE]
+    r = rv.compare(_record(tmp_path / "rec", sparse, {}), _record(tmp_path / "new", dense, {}), "m", 0)
+    assert not r["matches"] and r["curve_keys_added"] == []
+    assert r["curve_max_abs_diff"] == {"train:urlvr/reward_accuracy": float("inf")}

@@ -78,8 +78,10 @@ def test_the_graph_is_dvcs(graph):
 
 def test_select_keeps_what_the_chosen_runs_need(graph):
     order = select(graph, methods=["rlme"], seeds=[1])
+    # The base is sampled like the seeds chosen: its draw 1 (params base_draws) comes along.
     assert set(order) == {"prepare", "synthesize", "build_base", "configure", "evaluate_base",
-                          "train@rlme-1", "evaluate@rlme-1", "report"}
+                          "evaluate_base_draw@1", "premises", "train@rlme-1", "evaluate@rlme-1", "report"}
+    assert "evaluate_base_draw@1" not in select(graph, methods=["rlme"], seeds=[0])
     for i, s in enumerate(order):  # every stage after the stages it depends on
         assert graph[s] & set(order) <= set(order[:i]), s
     assert order[-1] == "report"
