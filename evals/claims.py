@@ -45,7 +45,14 @@ cannot show the claim); one that cannot be decided makes it *inconclusive*; so d
 that cannot succeed (*not tested*). Otherwise the claim is *reproduced* when each comparison is,
 *not reproduced* when any is at Holm's level across its comparisons (`family`), else
 *inconclusive*. A claim whose evidence cannot come from runs yet (`blocked`) is inconclusive with
-that reason.
+that reason. A claim that rests on a property of the base's prior (evals/claims.yaml `premise`,
+measured by the premises stage: `evals/premises.py`) reads it on the base first
+(evals/claims_runs.py, `premise_check`): where it fails the claim is *not tested* there, the reason
+naming the premise and its measured value against the threshold; where it holds, or is not measured
+(no premises.json), the claim is decided as above, the premise's status recorded per base
+(`premise_json`, reports/claims.json's `premise`). Failing on both bases, the headline is *not
+tested* (the family rule: both bases agree); on one base only, inconclusive unless the other is
+not tested too.
 
 **The second base and the headline.** Every claim is also decided on a second, independently
 built base: the same study with the top-level `seed` (the base's SFT seed) set to
@@ -87,7 +94,18 @@ from evals.claims_rule import (
     p_not_reproduced,
     per_seed,
 )
-from evals.claims_runs import _base_of, _items, _seeded, _Spec, draw_key, run_value
+from evals.claims_runs import (
+    _base_of,
+    _items,
+    _seeded,
+    _Spec,
+    draw_key,
+    premise_check,
+    premise_headline,
+    premise_json,
+    premise_reason,
+    run_value,
+)
 from evals.claims_spec import (
     CLAIMS,
     DECLARATIONS,
@@ -101,6 +119,7 @@ from evals.claims_spec import (
     MEASURES,
     MIN_SEEDS,
     MIN_SEEDS_PER_RUN,
+    NOT_MEASURED,
     NOT_REPRODUCED,
     NOT_RUN,
     NOT_TESTED,
@@ -148,13 +167,13 @@ from evals.stats import (
 __all__ = [
     "BOOTSTRAP_MIN_SEEDS", "CLAIMS", "_comparison_json", "DECLARATIONS", "DEFAULT_STUDY", "FAILS", "FAMILY", "HOLDS",
     "INCONCLUSIVE", "KINDS", "MAX_SEEDS", "MEASURES", "MIN_SEEDS", "MIN_SEEDS_PER_RUN",
-    "NOT_REPRODUCED", "NOT_RUN", "NOT_TESTED", "PILOT", "POWER_SEEDS_CEILING", "REPRODUCED", "RULE",
+    "NOT_MEASURED", "NOT_REPRODUCED", "NOT_RUN", "NOT_TESTED", "PILOT", "POWER_SEEDS_CEILING", "REPRODUCED", "RULE",
     "SECOND_BASE_SEED", "TEST_ITEMS", "UNDECIDED", "VERDICTS", "Checked", "Claim", "Comparison",
     "Family", "Pair", "Precondition", "RunFiles", "Runs", "Verdict", "check", "claims_json",
     "combine", "compare", "decide", "declared_effect", "extra_runs", "family", "headline",
     "is_base", "load_claims", "load_family", "on_second_base", "p_not_reproduced",
     "paired_bootstrap", "parse_bound", "parse_study", "per_seed", "permutation_p", "plan_cost",
-    "planned_seeds", "run_value", "second_base", "second_base_arm", "second_base_study",
+    "planned_seeds", "premise_json", "run_value", "second_base", "second_base_arm", "second_base_study",
     "seed_plan", "short_of_plan", "study_claims", "study_of", "t_interval", "verdict", "verdicts",
 ]
 
@@ -377,12 +396,18 @@ def check(runs: Runs, claim: Claim, pre: Precondition, notes: list[str], resampl
 
 def verdict(runs: Runs, claim: Claim, notes: list[str], resamples: int = RESAMPLES,
             seed: int = SEED) -> Verdict:
-    """One claim's verdict on one base from `runs`: its preconditions measured, then its
-    comparisons, under the family rule across them."""
-    checked = [check(runs, claim, pre, notes, resamples, seed) for pre in claim.preconditions]
+    """One claim's verdict on one base from `runs`: its premise read on the base (where measured,
+    a precondition: failed, the claim is not tested there, the measured value in the reason) and
+    its preconditions measured, then its comparisons, under the family rule across them."""
+    premise, _ = premise_check(runs, claim, notes)
+    checked = ([premise] if premise else []) + [check(runs, claim, pre, notes, resamples, seed)
+                                                for pre in claim.preconditions]
     comps = [compare(runs, claim, p.treatment, p.control, notes, resamples, seed, rule=p)
              for p in claim.comparisons]
-    return combine(claim, family(claim, comps), checked)
+    v = combine(claim, family(claim, comps), checked)
+    if premise is not None and premise.status == FAILS and v.verdict == NOT_TESTED:
+        v = replace(v, reason=premise_reason(claim, premise, checked))
+    return v
 
 
 def verdicts(runs: Runs, claims: Sequence[Claim] = CLAIMS, resamples: int = RESAMPLES,
@@ -398,7 +423,8 @@ def verdicts(runs: Runs, claims: Sequence[Claim] = CLAIMS, resamples: int = RESA
     for claim in claims:
         v = verdict(runs, claim, notes, resamples, seed)
         if second is not None:
-            v = headline(replace(v, second=second_base(runs, v, notes, resamples, seed, second)))
+            v = premise_headline(headline(replace(v, second=second_base(runs, v, notes, resamples,
+                                                                        seed, second))))
         out.append(v)
     return out, notes
 
@@ -417,6 +443,9 @@ def second_base(runs: Runs, first: Verdict, notes: list[str], resamples: int = R
     out: dict = {"studies": studies, "verdict": NOT_RUN, "short_of_pilot": []}
     if first.claim.blocked:
         return out
+    _, premise = premise_check(runs, mapped, notes)
+    if premise:  # measured once that base is built, before any arm trains there
+        out["premise"] = premise
     # A claim's trained arms decide whether it ran there (the base is evaluated first); a claim
     # on the base alone (r3_resists_dilution) ran once that base is evaluated.
     arms = [a for a in mapped.arms if not is_base(a)] or list(mapped.arms)
@@ -424,7 +453,8 @@ def second_base(runs: Runs, first: Verdict, notes: list[str], resamples: int = R
     # Preconditions first, as on the first base: one read from that base's evaluation alone
     # (lcs_beats_direct's "the base produces keyword dumps") can fail before any arm trains
     # there, and then the claim is not tested there and its arms need no pilot.
-    v = verdict(runs, mapped, notes, resamples, seed) if ran or any(
+    # So can its premise, read from that base's premises record alone.
+    v = verdict(runs, mapped, notes, resamples, seed) if ran or premise.get("status") == FAILS or any(
         runs.get(a) for a in mapped.precondition_arms) else None
     if v is not None and not ran and v.verdict != NOT_TESTED:
         v = None
@@ -455,8 +485,8 @@ def second_base(runs: Runs, first: Verdict, notes: list[str], resamples: int = R
                              "ci": None if c.low is None else [_round(c.low), _round(c.high)],
                              "side": c.side, "capped": "beyond" in c.plan}
                             for c in v.comparisons],
-            "preconditions": [{"what": p.what, "status": p.status, "detail": p.detail}
-                              for p in v.preconditions]}
+            "preconditions": [{"what": p.what, "status": p.status, "detail": p.detail,
+                               "value": _round(p.value)} for p in v.preconditions]}
 
 
 def study_claims(study: str, claims: Sequence[Claim] = CLAIMS) -> list[Claim]:
@@ -495,9 +525,10 @@ def plan_cost(runs: Runs, study: str, plan: Mapping[str, int]) -> str:
 
 
 def claims_json(found: Sequence[Verdict], notes: Sequence[str]) -> dict:
-    """reports/claims.json: the rule, its constants, each claim's verdict and numbers, the seeds
-    the power rule plans per arm, the notes."""
+    """reports/claims.json: the rule, its constants, each claim's verdict and numbers (its premise
+    per base, `premise_json`), the seeds the power rule plans per arm, the notes."""
     return {"rule": RULE, "family": asdict(FAMILY), "resamples": RESAMPLES, "seed": SEED,
             "bootstrap_min_seeds": BOOTSTRAP_MIN_SEEDS, "pilot_seeds": PILOT,
             "min_seeds": MIN_SEEDS, "min_seeds_per_run": MIN_SEEDS_PER_RUN,
-            "claims": [v.as_json() for v in found], "plan": seed_plan(found), "notes": list(notes)}
+            "claims": [{**v.as_json(), "premise": premise_json(v)} for v in found],
+            "plan": seed_plan(found), "notes": list(notes)}

@@ -2,19 +2,41 @@
 or a per-run measure from its curves), the runs of the current base (`_seeded`: stale runs left out,
 with a note), their per-item scores (`_items`), and the base they stand on (`_base_of`). What
 evals/claims.py compares.
+
+And the claim's premise (evals/claims.yaml `premise`, a name of `evals.premises.PREMISES`), read on
+the base its arms start from: the base's evaluation carries the premises stage's record
+(`premises`, data/eval/base/premises.json). `premise_check` says whether it holds there, with the
+measured value against its threshold: a failed premise is a failed precondition of the claim on
+that base (`not tested`), one not measured (no record, or a malformed one: noted) decides nothing.
+`premise_json` is what the report shows per base, `premise_headline` the headline's reason where
+it fails on both bases.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
 
 from core.io import DataError
 from core.paths import run_key
-from evals.claims_spec import RunFiles, Runs, finite, is_base
+from evals.claims_rule import Checked, Verdict, _round
+from evals.claims_spec import (
+    FAILS,
+    HOLDS,
+    NOT_MEASURED,
+    NOT_TESTED,
+    Claim,
+    RunFiles,
+    Runs,
+    finite,
+    is_base,
+    study_of,
+)
 from evals.items import item_scores
+from evals.premises import PREMISES, VERSION, holds
 
 
 def _curve(rows: Sequence[dict], key: str) -> list[float]:
@@ -115,3 +137,144 @@ def _base_of(arm_runs: Mapping[str, Mapping[int, RunFiles]]) -> tuple[str, list[
     """The one base every run stands on (`""` when unrecorded), or the list of bases found."""
     bases = sorted({getattr(r, "base", "") or "" for runs in arm_runs.values() for r in runs.values()})
     return (bases[0] if len(bases) == 1 else ""), bases
+
+
+# ------------------------------------------------------------------------------ the base's premise
+
+# How a premise's measure reads in a reason (the others by their key without `premise/`).
+_MEASURE_WORDS = {"premise/self_certainty_auroc": "self-certainty AUROC",
+                  "premise/token_entropy": "token entropy"}
+
+
+def premise_measure(name: str) -> str:
+    """What premise `name` measures, in words.
+
+    >>> premise_measure("confidence_tracks_correctness"), premise_measure("latent_skill")
+    ('self-certainty AUROC', 'pass@16 − pass@1')
+    """
+    p = PREMISES[name]
+    words = [_MEASURE_WORDS.get(m, m.removeprefix("premise/")) for m in (p.measure, p.minus) if m]
+    return " − ".join(words)
+
+
+def premise_text(name: str, status: str, value: float | None) -> str:
+    """The measured value against the threshold, or `not measured`.
+
+    >>> premise_text("confidence_tracks_correctness", "fails", 0.5432)
+    'self-certainty AUROC 0.543 < 0.70'
+    >>> premise_text("room_to_sharpen", "holds", 0.81), premise_text("room_to_sharpen", "not measured", None)
+    ('token entropy 0.810 ≥ 0.30', 'not measured')
+    """
+    if status not in (HOLDS, FAILS) or value is None:
+        return NOT_MEASURED
+    return (f"{premise_measure(name)} {value:.3f} {'≥' if status == HOLDS else '<'} "
+            f"{PREMISES[name].threshold:.2f}")
+
+
+def premise_bases(claim: Claim) -> list[str]:
+    """The bases a claim's premise is read on: the base of each study whose arms it compares
+    (`base`, `<study>/base`, a second base's `default.seed1/base`)."""
+    return list(dict.fromkeys(f"{s}/base" if (s := study_of(a)) else "base" for a in claim.arms))
+
+
+def _premises_file(base: str) -> str:
+    study = study_of(base)
+    return f"{f'studies/{study}/' if study else ''}data/eval/base/premises.json"
+
+
+def _premise_on(runs: Runs, base: str, name: str, notes: list[str]) -> tuple[str, float | None]:
+    """(status, value) of premise `name` on `base` from its evaluation's premises record:
+    read from the record's measures (`evals.premises.holds`, today's thresholds); its recorded
+    `holds/<name>` must be a boolean or null and is checked against them. No record, or one
+    that cannot be read (noted): not measured."""
+    run = (runs.get(base) or {}).get(None)
+    record = None if run is None else getattr(run, "premises", None)
+    if record is None:
+        return NOT_MEASURED, None
+    where = _premises_file(base)
+
+    def unread(why: str) -> tuple[str, float | None]:
+        note = f"{where}: {why}; premise {name} taken as not measured"
+        if note not in notes:
+            notes.append(note)
+        return NOT_MEASURED, None
+
+    if not isinstance(record, Mapping):
+        return unread(f"expected a JSON object, got {type(record).__name__}")
+    if record.get("version") is not None and str(record["version"]) != VERSION:
+        return unread(f"measured by version {record['version']} of evals/premises.py, the code is {VERSION}")
+    flag = record.get(f"holds/{name}")
+    if flag is not None and not isinstance(flag, bool):
+        return unread(f"holds/{name} is {flag!r}, not true, false or null")
+    p = PREMISES[name]
+    bad = [m for m in (p.measure, p.minus) if m and record.get(m) is not None and finite(record[m]) is None]
+    if bad:
+        return unread(f"{bad[0]} is {record[bad[0]]!r}, not a finite number")
+    ok, value = holds(dict(record), name)
+    if ok is None:
+        if isinstance(flag, bool):
+            return unread(f"holds/{name} is {str(flag).lower()} but {p.measure} is missing or null")
+        return NOT_MEASURED, None
+    if isinstance(flag, bool) and flag != ok:
+        note = (f"{where}: holds/{name} is {str(flag).lower()}, but {premise_measure(name)} "
+                f"{value:.3f} against today's threshold {p.threshold:.2f} says otherwise; the "
+                "measure is read")
+        if note not in notes:
+            notes.append(note)
+    return (HOLDS if ok else FAILS), value
+
+
+def premise_check(runs: Runs, claim: Claim, notes: list[str]) -> tuple[Checked | None, dict]:
+    """The claim's premise on the base(s) it is decided on: a precondition (`Checked`, `what` =
+    `premise <name>`) where measured, None where not (it then decides nothing), and the record the
+    report shows ({} for a claim without a premise). Over several studies' bases: it fails if it
+    fails on any, holds if it holds on all."""
+    if not claim.premise:
+        return None, {}
+    found = [(b, *_premise_on(runs, b, claim.premise, notes)) for b in premise_bases(claim)]
+    chosen = (next((x for x in found if x[1] == FAILS), None)
+              or next((x for x in found if x[1] == NOT_MEASURED), found[0]))
+    base, status, value = chosen
+    text = premise_text(claim.premise, status, value)
+    record = {"name": claim.premise, "base": base, "status": status, "value": _round(value),
+              "threshold": PREMISES[claim.premise].threshold, "text": text}
+    if status == NOT_MEASURED:
+        return None, record
+    return Checked(f"premise {claim.premise}", status, text, value=value), record
+
+
+def premise_reason(claim: Claim, premise: Checked, checked: Sequence[Checked]) -> str:
+    """A claim's reason where its premise fails on the base: the premise and its measured value,
+    then any other failed precondition."""
+    others = [p.what for p in checked if p.status == FAILS and p is not premise]
+    return (f"premise {claim.premise} fails on this base: {premise.detail}"
+            + (f"; precondition failed: {'; '.join(others)}" if others else ""))
+
+
+def premise_json(v: Verdict) -> dict | None:
+    """The claim's premise as the report shows it: its name, what it measures, the threshold, and
+    per base its status (holds, fails, not measured), value and words; None without a premise."""
+    name = v.claim.premise
+    if not name:
+        return None
+    p = PREMISES[name]
+    mine = next((c for c in v.preconditions if c.what == f"premise {name}"), None)
+    first = ({"status": mine.status, "value": _round(mine.value), "text": mine.detail} if mine
+             else {"status": NOT_MEASURED, "value": None, "text": NOT_MEASURED})
+    theirs = (v.second or {}).get("premise") or {}
+    second = {k: theirs.get(k, NOT_MEASURED if k != "value" else None) for k in ("status", "value", "text")}
+    return {"name": name, "measure": premise_measure(name), "threshold": p.threshold, "why": p.why,
+            "bases": premise_bases(v.claim), "first_base": first, "second_base": second}
+
+
+def premise_headline(v: Verdict) -> Verdict:
+    """The headline's reason where the premise fails on both bases (the family rule across bases
+    then gives `not tested`): the premise and both measured values."""
+    record = premise_json(v)
+    if record is None or v.verdict != NOT_TESTED or not all(
+            record[b]["status"] == FAILS for b in ("first_base", "second_base")):
+        return v
+    own = v.first or {"verdict": v.verdict, "reason": v.reason}
+    return replace(v, first=own, reason=(
+        f"premise {record['name']} fails on both bases: {record['first_base']['text']} (first), "
+        f"{record['second_base']['text']} (second)"))

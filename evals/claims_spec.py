@@ -23,6 +23,11 @@ headline the verdict both bases agree on.
 --study <preset>`, recorded in studies/<preset>/); `<preset>/base` (or `base`) is that study's
 base, whose sampling draws are its rows (`is_base`). The second base's study is `<study>.seed1` (`second_base_arm`,
 `on_second_base`).
+
+**Premises.** A claim about a label-free reward may name the property of the base's prior it rests
+on (`premise`, a name of `evals.premises.PREMISES`: e.g. self-certainty tracking correctness); the
+premises stage measures it on each study's base (data/eval/base/premises.json), and where it fails
+on a base the claim is not tested there (evals/claims_runs.py, `premise_check`).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from typing import Literal, NamedTuple, Protocol
 import yaml
 
 from core.io import DataError
+from evals.premises import PREMISES
 
 PILOT = 3                 # seeds every arm runs first; the plan is made from them alone
 MIN_SEEDS = PILOT         # fewest seeds per arm for a per-item comparison
@@ -50,6 +56,7 @@ SECOND_BASE_SEED = 1      # the top-level `seed` of the second, independently bu
 DEFAULT_STUDY = "default"  # the default study's name in a second base's study name
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_TESTED, INCONCLUSIVE)
 HOLDS, FAILS, UNDECIDED = "holds", "fails", "undecided"
+NOT_MEASURED = "not measured"  # a premise with no measure on record for the base (no premises.json)
 
 # How one run gives the claim's number: its final test evaluation (per item where items.json has
 # the metric), or a per-run scalar from its curves (seeds only).
@@ -156,8 +163,12 @@ class Claim:
     setting: str = ""                            # the paper's setting and ours, one line
     preconditions: tuple = ()                    # Precondition (or mappings: normalized)
     max_seeds: int = MAX_SEEDS                   # the power rule's cap on seeds per arm
+    premise: str = ""                            # the base's premise it rests on (evals.premises.PREMISES)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.premise, str) or (self.premise and self.premise not in PREMISES):
+            raise ValueError(f"claim {self.id}: premise {self.premise!r} is not one of "
+                             f"{', '.join(PREMISES)} (evals/premises.py, PREMISES)")
         if self.kind not in KINDS:
             raise ValueError(f"claim {self.id}: kind {self.kind!r} is not one of {', '.join(KINDS)}")
         if self.measure not in MEASURES:
@@ -292,7 +303,8 @@ def load_claims(path: Path = DECLARATIONS) -> tuple[Claim, ...]:
             claims.append(Claim(**fields))
         except (TypeError, KeyError, ValueError) as e:
             name = entry.get("id", f"#{i}") if isinstance(entry, dict) else f"#{i}"
-            raise DataError(f"{path}: claim {name}: {e}") from e
+            # The claim's own checks name it already: once is enough.
+            raise DataError(f"{path}: claim {name}: {str(e).removeprefix(f'claim {name}: ')}") from e
     if len({c.id for c in claims}) != len(claims):
         raise DataError(f"{path}: two claims share an id")
     return tuple(claims)
@@ -306,7 +318,8 @@ RULE = RULE_TESTS + " " + FAMILY.text() + " " + RULE_SEEDS
 class RunFiles(Protocol):
     """What one run left on disk (flows.report_collect.RunData): parsed JSON, None if absent;
     `base` the base it started from and `stale` why it is not a run of the current base ("" when
-    it is), as `evals/lineage.py` reads them."""
+    it is), as `evals/lineage.py` reads them; a base's evaluation may also carry `premises`, its
+    premises.json (read with getattr: absent, the premise is not measured)."""
 
     metrics: dict | None
     train: list[dict]

@@ -1,7 +1,7 @@
 """The papers' claims as the report prints them (evals/claims.py decides them): one table row per
-claim (`claim_cells`), the second base's cell, the runs still needed for a verdict and what they
-cost first (`runs_needed`, `base_first`), as markdown (summary.md) and HTML (the report's claims
-section).
+claim (`claim_cells`), its premise on each base (`premise_cell`), the second base's cell, the runs
+still needed for a verdict and what they cost first (`runs_needed`, `base_first`), as markdown
+(summary.md) and HTML (the report's claims section).
 """
 
 from __future__ import annotations
@@ -15,12 +15,14 @@ from evals.claims import (
     FAILS,
     INCONCLUSIVE,
     MEASURES,
+    NOT_MEASURED,
     NOT_RUN,
     NOT_TESTED,
     RULE,
     Comparison,
     Verdict,
     per_seed,
+    premise_json,
     short_of_plan,
     study_of,
 )
@@ -45,7 +47,8 @@ def _without_study(text: str, study: str) -> str:
 def claim_cells(v: Verdict) -> list[list[str]]:
     """A claim's table cells, each a list of lines: claim (and its setting), paper, arms, metric,
     difference [95% interval] (one line per comparison, then the test and what was resampled),
-    seeds per arm, verdict (the reason, each precondition measured, what a decision needs)."""
+    seeds per arm, premise (`premise_cell`), second base, verdict (the reason, each precondition
+    measured, what a decision needs)."""
     c, comps = v.claim, v.comparisons
     several = len(comps) > 1
     # Arms of one preset study (`hint_copier/rlme`, ...) are named once with their base.
@@ -77,17 +80,71 @@ def claim_cells(v: Verdict) -> list[list[str]]:
     metric = f"{c.metric}, {MEASURES[c.measure]}" if c.metric else "—"
     arms = [f"{name(x.treatment)} vs {name(x.control)}" if x.control else f"{name(x.treatment)} (vs 0)"
             for x in comps]
-    pre = [f"precondition {p.status}: {p.what} ({short(p.detail)})" for p in v.preconditions]
+    pre = [f"precondition {p.status}: {p.what} ({short(p.detail)})" for p in v.preconditions
+           if p.what != f"premise {c.premise}"]  # the premise has its own cell
     expected = [f"expected {c.expected()}"]
     return [[c.statement] + ([f"setting: {c.setting}"] if c.setting else []), [f"{c.paper} {c.figure}"],
             arms + ([f"(the {setting} study's base)"] if setting else []),
             [metric, *(f"and {m}" for m in own), *expected], diffs + tests + bases + ps,
             [", ".join(f"{name(a)} {n}" for a, n in seeds.items())]
             + ([f"planned {' / '.join(map(str, planned))} per arm"] if planned else []),
+            premise_cell(v),
             second_base_cell(v),
             # Each precondition's line says its status: a reason that only names them again is left out.
             [v.verdict, *([] if pre and v.reason.startswith("precondition ") else [short(v.reason)]), *pre]
             + ([f"needs: {short(v.needs)}"] if v.needs else [])]
+
+
+def premise_cell(v: Verdict) -> list[str]:
+    """The claim's premise (evals/claims.yaml `premise`) and its status on each base, measured
+    value against threshold; [] for a claim without one.
+
+    >>> from evals.claims import CLAIMS, Checked
+    >>> c = next(c for c in CLAIMS if c.premise == "confidence_tracks_correctness")
+    >>> cell = premise_cell(Verdict(c, (), "not tested", "", (Checked(
+    ...     "premise confidence_tracks_correctness", "fails", "self-certainty AUROC 0.543 < 0.70",
+    ...     value=0.543),)))
+    >>> for line in cell: print(line)
+    confidence_tracks_correctness
+    first base: fails, self-certainty AUROC 0.543 < 0.70
+    second base: not measured
+    """
+    record = premise_json(v)
+    if record is None:
+        return []
+
+    def line(where: str, base: dict) -> str:
+        status = base["status"]
+        return f"{where}: {status}" + (f", {base['text']}" if status != NOT_MEASURED else "")
+
+    return [record["name"], line("first base", record["first_base"]),
+            line("second base", record["second_base"])]
+
+
+def premise_readme(v: Verdict) -> str:
+    """The README's compact premise cell: the first base's `✓ 0.81`, `✗ 0.54 < 0.70` or `not
+    measured`, then the second base's where measured (`, 2nd ✗ 0.60 < 0.70`); '' without a premise.
+
+    >>> from evals.claims import CLAIMS, Checked
+    >>> c = next(c for c in CLAIMS if c.premise == "room_to_sharpen")
+    >>> premise_readme(Verdict(c, (), "reproduced", "", (Checked("premise room_to_sharpen", "holds",
+    ...     "token entropy 0.812 ≥ 0.30", value=0.812),), second={"premise": {
+    ...     "status": "fails", "value": 0.1, "text": "token entropy 0.100 < 0.30"}}))
+    '✓ 0.81, 2nd ✗ 0.10 < 0.30'
+    """
+    record = premise_json(v)
+    if record is None:
+        return ""
+
+    def mark(base: dict) -> str:
+        if base["status"] == NOT_MEASURED or base["value"] is None:
+            return NOT_MEASURED
+        if base["status"] == FAILS:
+            return f"✗ {base['value']:.2f} < {record['threshold']:.2f}"
+        return f"✓ {base['value']:.2f}"
+
+    second = record["second_base"]
+    return mark(record["first_base"]) + ("" if second["status"] == NOT_MEASURED else f", 2nd {mark(second)}")
 
 
 def second_base_cell(v: Verdict) -> list[str]:
@@ -118,7 +175,9 @@ def second_base_cell(v: Verdict) -> list[str]:
         return [NOT_RUN]
     studies = second.get("studies") or []
     study = studies[0] if len(studies) == 1 else ""
-    failed = [f"precondition fails: {p['what']}"
+    # A failed premise (its own cell) is named as such: `premise <name> fails (<value>)`.
+    failed = [(f"{p['what']} fails" if p["what"] == f"premise {v.claim.premise}"
+               else f"precondition fails: {p['what']}")
               + (f" ({_without_study(p['detail'], study)})" if p.get("detail") else "")
               for p in second.get("preconditions", []) if p["status"] == FAILS
               ] if second["verdict"] == NOT_TESTED else []
@@ -192,9 +251,9 @@ def base_first(cmd: str, root: Path | None = None) -> str:
     seconds = unshipped_base(study, root or paths.ROOT) if study else None
     if seconds is None:
         return ""
-    took = f", {seconds / 60:.0f} min when it was recorded" if seconds else ""
-    return (f"builds the study's base first, its record ships none{took}; if this CPU builds "
-            "another, the recorded runs are stale and train again")
+    took = f" ({seconds / 60:.0f} min when recorded)" if seconds else ""
+    return (f"builds the study's base first, none shipped{took}; if the new one differs, the recorded "
+            "runs are stale and train again")
 
 
 def _needed_lines(found: list[Verdict]) -> list[str]:
@@ -204,8 +263,8 @@ def _needed_lines(found: list[Verdict]) -> list[str]:
 
 def claims_markdown(found: list[Verdict], notes: Sequence[str] = (), heading: bool = True) -> str:
     """The claims table (markdown) with the rule and any skipped per-item files."""
-    header = ["claim", "paper", "arms", "metric", "difference [95% interval]", "seeds", "second base",
-              "verdict"]
+    header = ["claim", "paper", "arms", "metric", "difference [95% interval]", "seeds", "premise",
+              "second base", "verdict"]
 
     def md(lines: list[str], bold: bool = False) -> str:
         lines = [line.replace("|", "\\|") for line in lines]
@@ -225,8 +284,8 @@ def claims_markdown(found: list[Verdict], notes: Sequence[str] = (), heading: bo
 def claims_html(found: list[Verdict], notes: Sequence[str] = ()) -> str:
     """The claims section's table: one row per claim, its verdict coloured."""
     esc = html.escape
-    header = ["claim", "paper", "arms", "metric", "difference [95% interval]", "seeds", "second base",
-              "verdict"]
+    header = ["claim", "paper", "arms", "metric", "difference [95% interval]", "seeds", "premise",
+              "second base", "verdict"]
     body = []
     for v in found:
         cells = claim_cells(v)

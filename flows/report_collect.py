@@ -66,6 +66,9 @@ class RunData:
     # Its training stage's wall seconds from its study's committed stage times (studies/<name>/
     # times.json, times.plan.json), for the cost of more seeds where run.json is not in the record.
     train_seconds: float | None = None
+    # The base's evaluation only: its premises record (data/eval/base/premises.json, the premises
+    # stage), what a claim's `premise` reads (evals/claims_runs.py); None where absent.
+    premises: dict | None = None
 
 
 @dataclass
@@ -140,6 +143,8 @@ def collect(data_dir: Path = paths.DATA, order: Sequence[str] = (), folder: str 
         run = RunData()
         run.metrics = _read(_under(data_dir, paths.eval_dir(method, seed)) / "metrics.json", dict, notes)
         run.items = _read(_under(data_dir, paths.eval_dir(method, seed)) / "items.json", dict, notes)
+        if method == "base" and seed is None:
+            run.premises = _read(_under(data_dir, paths.eval_dir(method, seed)) / "premises.json", dict, notes)
         if seed is not None and method != "base":  # a base draw has no training
             plots = _under(data_dir, paths.plots_dir(method, seed))
             run.train = [r for r in _read(plots / "train.json", list, notes) or [] if isinstance(r, dict)]

@@ -7,7 +7,8 @@ the committed records (data/, studies/, dvc.lock, reports/times/), each between 
   what they read, label-free first, each group ranked with its best ★ and the methods the claims'
   test cannot separate from it ≈, the ceiling, the base as the floor, the lab's collapse label and
   the detector's alarms, under the one line of bookkeeping;
-- `claims`: one line per claim and the collapse label's counts (`claims_readme`).
+- `claims`: one line per claim (its premise on the base compactly) and the runs still needed
+  (`claims_readme`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from core.params import Params, load
 from evals.claims import TEST_ITEMS, verdicts
 from flows import alarms as alarms_
 from flows.report_answer import RECORDS_ANCHOR, records_markdown
-from flows.report_claims import _interval, base_first, runs_needed, second_base_cell
+from flows.report_claims import _interval, base_first, premise_readme, runs_needed, second_base_cell
 from flows.report_collect import (
     Collected,
     outdated_stages,
@@ -247,8 +248,9 @@ def update_readme(readme: Path, text: str, begin: str = README_BEGIN, end: str =
 def claims_readme(every: Collected) -> str:
     """The README's claims block, one line per claim (the front page stays short: the full table,
     with settings, preconditions and what each undecided claim needs, is the report's and
-    `reports/claims.json`'s), then the runs still needed. The collapse label's counts are the
-    results block's, once."""
+    `reports/claims.json`'s), its premise compactly (`premise_readme`: ✓ holds, ✗ fails with the
+    threshold, `not measured`; empty for a claim without one), then the runs still needed. The
+    collapse label's counts are the results block's, once."""
     found, _ = verdicts(every.runs)
     rows = []
     for v in found:
@@ -257,11 +259,14 @@ def claims_readme(every: Collected) -> str:
                          for x in v.comparisons if (i := _interval(x)) != "—") or "—"
         second = second_base_cell(v)
         rows.append([f"`{c.id}`", f"{c.paper} {c.figure}", diff.replace("|", "\\|"),
-                     f"**{v.verdict}**", second[0]])
-    parts = [_markdown(["claim", "paper", "difference [95% interval]", "verdict", "second base"], rows)]
+                     f"**{v.verdict}**", second[0],
+                     # No premise: the cell is left out (markdown fills a short row), 3 bytes a row.
+                     *([p] if (p := premise_readme(v)) else [])])
+    # Short words: the README stays under 10 KB (tests/test_doc_commands.py).
+    parts = [_markdown(["claim", "paper", "difference [95% CI]", "verdict", "second base", "premise"],
+                       rows)]
     if needed := runs_needed(found):
-        parts.append("Runs still needed for a verdict (seeds planned by the power rule; on a "
-                     "second base, its pilot first): "
+        parts.append("Runs needed (seeds by the power rule; a second base's pilot first): "
                      + "; ".join(f"`{cmd}`" + (f" ({note})" if (note := base_first(cmd)) else "")
                                  for cmd, _ in needed) + ".")
     return "\n\n".join(parts)
