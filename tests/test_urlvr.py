@@ -186,10 +186,12 @@ def test_the_report_names_runs_recorded_before_the_measures() -> None:
     runs = {"base": {None: SimpleNamespace(train=[])},
             "a": {0: SimpleNamespace(train=new), 1: SimpleNamespace(train=healthy)},
             "b": {0: SimpleNamespace(train=old)}}
-    rows = urlvr_rows(runs)
-    assert rows[0] == ["a", "2", "0.550", "0.100", "s0: 3; s1: none", "1 of 2"]
-    assert rows[1] == ["b", "1", NOT_LOGGED, NOT_LOGGED, NOT_LOGGED, NOT_LOGGED]
-    assert len(rows) == 2 and NOT_LOGGED in urlvr_markdown(runs)
+    rows, unmeasured = urlvr_rows(runs)
+    assert rows == [["a", "2 of 2", "0.550", "0.100", "s0: 3; s1: none", "1 of 2"]]
+    assert unmeasured == ["b"]  # named apart, never a row of zeros
+    text = urlvr_markdown(runs)
+    assert NOT_LOGGED in text and text.endswith(": b.") and "| b |" not in text
+    assert urlvr_markdown({"b": runs["b"]}).startswith("No run logged the measures yet.")
     assert urlvr_markdown({}) == "No training curves found."
 
 
