@@ -45,9 +45,10 @@ def _without_study(text: str, study: str) -> str:
 
 
 def claim_cells(v: Verdict) -> list[list[str]]:
-    """A claim's table cells, each a list of lines: claim (and its setting), paper, arms, metric,
-    difference [95% interval] (one line per comparison, then the test and what was resampled),
-    seeds per arm, premise (`premise_cell`), second base, verdict (the reason, each precondition
+    """A claim's table cells, each a list of lines: claim (its setting, then its premise on each
+    base, `premise_cell`: a ninth column squeezed the verdict's to a letter's width in the page),
+    paper, arms, metric, difference [95% interval] (one line per comparison, then the test and
+    what was resampled), seeds per arm, second base, verdict (the reason, each precondition
     measured, what a decision needs)."""
     c, comps = v.claim, v.comparisons
     several = len(comps) > 1
@@ -83,12 +84,13 @@ def claim_cells(v: Verdict) -> list[list[str]]:
     pre = [f"precondition {p.status}: {p.what} ({short(p.detail)})" for p in v.preconditions
            if p.what != f"premise {c.premise}"]  # the premise has its own cell
     expected = [f"expected {c.expected()}"]
-    return [[c.statement] + ([f"setting: {c.setting}"] if c.setting else []), [f"{c.paper} {c.figure}"],
+    premise = premise_cell(v)
+    return [[c.statement] + ([f"setting: {c.setting}"] if c.setting else [])
+            + ([f"premise: {premise[0]}", *premise[1:]] if premise else []), [f"{c.paper} {c.figure}"],
             arms + ([f"(the {setting} study's base)"] if setting else []),
             [metric, *(f"and {m}" for m in own), *expected], diffs + tests + bases + ps,
             [", ".join(f"{name(a)} {n}" for a, n in seeds.items())]
             + ([f"planned {' / '.join(map(str, planned))} per arm"] if planned else []),
-            premise_cell(v),
             second_base_cell(v),
             # Each precondition's line says its status: a reason that only names them again is left out.
             [v.verdict, *([] if pre and v.reason.startswith("precondition ") else [short(v.reason)]), *pre]
@@ -263,8 +265,8 @@ def _needed_lines(found: list[Verdict]) -> list[str]:
 
 def claims_markdown(found: list[Verdict], notes: Sequence[str] = (), heading: bool = True) -> str:
     """The claims table (markdown) with the rule and any skipped per-item files."""
-    header = ["claim", "paper", "arms", "metric", "difference [95% interval]", "seeds", "premise",
-              "second base", "verdict"]
+    header = ["claim", "paper", "arms", "metric", "difference [95% interval]", "seeds", "second base",
+              "verdict"]
 
     def md(lines: list[str], bold: bool = False) -> str:
         lines = [line.replace("|", "\\|") for line in lines]
@@ -284,8 +286,8 @@ def claims_markdown(found: list[Verdict], notes: Sequence[str] = (), heading: bo
 def claims_html(found: list[Verdict], notes: Sequence[str] = ()) -> str:
     """The claims section's table: one row per claim, its verdict coloured."""
     esc = html.escape
-    header = ["claim", "paper", "arms", "metric", "difference [95% interval]", "seeds", "premise",
-              "second base", "verdict"]
+    header = ["claim", "paper", "arms", "metric", "difference [95% interval]", "seeds", "second base",
+              "verdict"]
     body = []
     for v in found:
         cells = claim_cells(v)

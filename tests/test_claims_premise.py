@@ -227,10 +227,11 @@ def test_the_report_shows_the_premise_per_base(tmp_path) -> None:
     assert record[1]["premise"] is None
     json.dumps(record)  # serialisable as it stands
     table = claims_markdown(found, notes)
-    assert "| seeds | premise | second base | verdict |" in table
-    assert (f"| {NAME}; first base: fails, self-certainty AUROC 0.543 < 0.70; second base: not measured "
-            "| not run | **not tested**: premise") in table
-    # The failed premise is in its own cell, not again among the verdict's preconditions.
+    # In the claim's cell, under its setting: a column of its own squeezed the verdict's.
+    assert "| seeds | second base | verdict |" in table
+    assert (f"; premise: {NAME}; first base: fails, self-certainty AUROC 0.543 < 0.70; second base: "
+            "not measured |") in table and "| not run | **not tested**: premise" in table
+    # The failed premise is in the claim's cell, not again among the verdict's preconditions.
     assert "precondition fails: premise" not in table
     html_page = rep.claims_html(found, notes)
     assert "first base: fails, self-certainty AUROC 0.543 &lt; 0.70" in html_page
