@@ -189,9 +189,20 @@ def _premise_on(runs: Runs, base: str, name: str, notes: list[str]) -> tuple[str
     that cannot be read (noted): not measured."""
     run = (runs.get(base) or {}).get(None)
     record = None if run is None else getattr(run, "premises", None)
+    where = _premises_file(base)
+    if record is None and run is not None:
+        # A study that trains on the committed base (tasks/studies.py `base_chain`: its preset
+        # leaves the base's inputs alone) reads the premises measured on that very base: the
+        # same weights by md5 (evals/lineage.py), whichever study's record holds them.
+        same = str(getattr(run, "base", "") or "")
+        twin = next((arm for arm, seeds in runs.items() if arm != base and is_base(arm)
+                     and same.startswith("md5:") and (r := seeds.get(None)) is not None
+                     and getattr(r, "base", "") == same and getattr(r, "premises", None) is not None),
+                    None)
+        if twin is not None:
+            record, where = runs[twin][None].premises, _premises_file(twin)
     if record is None:
         return NOT_MEASURED, None
-    where = _premises_file(base)
 
     def unread(why: str) -> tuple[str, float | None]:
         note = f"{where}: {why}; premise {name} taken as not measured"

@@ -252,3 +252,24 @@ def test_the_readme_claims_block_has_a_compact_premise_column(tmp_path) -> None:
     assert rows["`rlme_tracks_rlvr`"].count(" | ") == 4
     # intrinsic_rewards_collapse reads the intrinsic_long study's base, not measured here.
     assert rows["`intrinsic_rewards_collapse`"].endswith("| not measured |")
+
+
+def test_a_study_on_the_committed_base_reads_that_bases_premises() -> None:
+    """intrinsic_long trains on the default base (its preset leaves the base's inputs alone): its
+    base has no premises record of its own, and reads the one measured on the same weights (by
+    md5); a base with other weights does not."""
+    from types import SimpleNamespace
+
+    from evals.claims_runs import _premise_on
+
+    measured = {AUROC: 0.5432}
+    record = {**measured, **verdicts(measured), "version": VERSION}
+    runs = {"base": {None: SimpleNamespace(base="md5:aa", premises=record)},
+            "long/base": {None: SimpleNamespace(base="md5:aa", premises=None)},
+            "other/base": {None: SimpleNamespace(base="md5:bb", premises=None)}}
+    notes: list[str] = []
+    assert _premise_on(runs, "long/base", NAME, notes) == (cl.FAILS, 0.5432)
+    assert _premise_on(runs, "other/base", NAME, notes) == (cl.NOT_MEASURED, None)
+    unrecorded = {**runs, "base": {None: SimpleNamespace(base="", premises=record)},
+                  "long/base": {None: SimpleNamespace(base="", premises=None)}}
+    assert _premise_on(unrecorded, "long/base", NAME, notes)[0] == cl.NOT_MEASURED and not notes
