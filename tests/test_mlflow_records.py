@@ -185,11 +185,15 @@ def test_every_committed_current_run_is_a_record_with_a_verdict_on_its_settings(
     from flows.report_collect import collect, collect_studies, current
 
     records = {r.key: r for r in mr.read_records(ROOT)}
-    shown = {f"default/{m}" + (f"/seed{s}" if s is not None else "")
-             for m, seeds in current(collect(ROOT / "data")).runs.items() for s in seeds}
+    from core.paths import run_key
+
+    # `base/draw1` for the base's further draws (params base_draws), `rlvr/seed0` for a training.
+    shown = {f"default/{run_key(m, s)}" for m, seeds in current(collect(ROOT / "data")).runs.items()
+             for s in seeds}
     for name, seeds in current(collect_studies(ROOT / "studies")).runs.items():
         study, _, method = name.partition("/")
-        shown |= {f"{study}/{method}" + (f"/seed{s}" if s is not None else "") for s in seeds}
+        shown |= {f"{study}/{run_key(method, s)}" for s in seeds}
+    assert "default/base/draw1" in shown
     assert shown and shown <= set(records)
     for key in shown:
         rec = records[key]
