@@ -31,7 +31,8 @@ def sh(cmd, cwd, env=None, timeout=900):
 def make_clone(dest: Path, grpo: dict | None = None, top: dict | None = None) -> dict:
     """The working tree copied into a fresh git repo at `dest`, with `preset: ci` set in its
     params.yaml, `grpo` merged over `presets.ci.grpo` and `top` over the top-level keys (default:
-    one seed, `seeds: [0]`, and the seven methods of `pipeline.quick`); returns the environment
+    one seed, `seeds: [0]`, the seven methods of `pipeline.quick`, one further draw of the base);
+    returns the environment
     to run it in."""
     shutil.copytree(ROOT, dest, ignore=COPY_IGNORE)
     (dest / "mlflow").mkdir()
@@ -45,7 +46,9 @@ def make_clone(dest: Path, grpo: dict | None = None, top: dict | None = None) ->
     raw["presets"]["ci"]["grpo"].update(grpo or {})
     # One seed of the seven methods (`pipeline.quick`): the study's other arms are variants of
     # the same families, whose code paths these seven already run.
-    raw.update({"seeds": [0], "methods": raw["pipeline"]["quick"]["methods"], **(top or {})})
+    # One further draw of the base (its stage runs; the study's four would lengthen CI).
+    raw.update({"seeds": [0], "methods": raw["pipeline"]["quick"]["methods"], "base_draws": [1],
+                **(top or {})})
     params = yaml.safe_dump(raw, sort_keys=False)
     (dest / "params.yaml").write_text(params)
     (dest / "dvc.lock").unlink(missing_ok=True)
@@ -78,7 +81,7 @@ def clone(tmp_path_factory):
 
 def test_dvc_repro_end_to_end(clone):
     d, env = clone
-    # The base's further draw (presets.ci.base_draws) is evaluated by its own stage.
+    # The base's further draw (`base_draws: [1]`, make_clone) is evaluated by its own stage.
     for name in ("base", "base/draw1", "rlvr/seed0", "random/seed0"):
         m = json.loads((d / "data" / "eval" / name / "metrics.json").read_text())
         assert 0.0 <= m["arith/pass@1"] <= 1.0 and m["arith/n"] == 8

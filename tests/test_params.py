@@ -104,3 +104,15 @@ def test_params_survive_dvc_exp_run_set_param(tmp_path):
     before, after = load(), load(p)
     assert after.grpo.learning_rate == 1e-4
     assert after.model_copy(update={"grpo": before.grpo}) == before
+
+
+def test_no_preset_sets_the_bases_draws():
+    """dvc.yaml's evaluate_base_draw stages come from the top-level `base_draws`: a preset's own
+    list would name draws no stage runs, or stages whose evaluation refuses a draw it lacks (the
+    ci preset once did, and its `dvc repro` failed)."""
+    import yaml
+
+    from core.params import ROOT
+
+    presets = yaml.safe_load((ROOT / "params.yaml").read_text())["presets"]
+    assert [name for name, p in presets.items() if "base_draws" in (p or {})] == []
