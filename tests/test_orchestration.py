@@ -174,8 +174,9 @@ def test_prefect_pipeline_flow_runs_stages_in_order(clone):
     assert {v["action"] for v in recorded["stages"].values()} == {"skip"}
     assert all(v["seconds"] >= 0 for v in recorded["stages"].values())
     methods = yaml.safe_load((d / "params.yaml").read_text())["methods"]
-    assert stages == sorted(["prepare", "synthesize", "build_base", "configure", "evaluate_base", "report",
-                             *(f"{s}@{m}-0" for m in methods for s in ("train", "evaluate"))])
+    draws = [f"evaluate_base_draw@{x}" for x in yaml.safe_load((d / "params.yaml").read_text())["base_draws"]]
+    assert stages == sorted(["prepare", "synthesize", "build_base", "configure", "evaluate_base", "premises",
+                             *draws, "report", *(f"{s}@{m}-0" for m in methods for s in ("train", "evaluate"))])
     # The invocation is a finished MLflow parent run tagged with its Prefect flow run; the
     # experiment opens on the runs table (not MLflow 3's GenAI pages).
     from mlflow.tracking import MlflowClient
@@ -204,7 +205,8 @@ def test_a_study_resumed_on_another_disk_keeps_its_recorded_runs(clone, tmp_path
     sh([sys.executable, "-c", code], moved, dict(env, PREFECT_HOME=str(moved / ".prefect"),
                                                  MLFLOW_TRACKING_URI=f"sqlite:///{moved / 'mlflow' / 'm.db'}"))
     actions = {s: v["action"] for s, v in json.loads(times.read_text())["stages"].items()}
-    runs = {s: a for s, a in actions.items() if "@" in s}
+    # The trainings and their evaluations (the base's draws are the base's evaluation, rebuilt).
+    runs = {s: a for s, a in actions.items() if "@" in s and not s.startswith("evaluate_base")}
     assert runs and set(runs.values()) == {"recorded"}, actions
     assert not list((moved / "data" / "checkpoints").glob("*/seed*/final"))  # nothing trained
     assert json.loads(times.read_text())["finished"] is True
@@ -408,8 +410,10 @@ def test_an_rlme_edit_reruns_only_the_rlme_family(clone):
 
         verifiable = d / "rewards" / "verifiable.py"
         verifiable.write_text(verifiable.read_text() + "\n_AN_EDIT = 1\n")
-        assert _stale(d, env) == {"evaluate_base", *(f"{s}@{m}-0" for m in methods
-                                                     for s in ("train", "evaluate"))}
+        # The base's evaluation, its draws and its premises read the same evaluation settings.
+        draws = {f"evaluate_base_draw@{x}" for x in yaml.safe_load((d / "params.yaml").read_text())["base_draws"]}
+        assert _stale(d, env) == {"evaluate_base", "premises", *draws,
+                                  *(f"{s}@{m}-0" for m in methods for s in ("train", "evaluate"))}
     finally:
         sh("git checkout -- params.yaml rewards", d, env)
         assert _stale(d, env) == set()
