@@ -20,7 +20,10 @@ from the committed benchmark records and logs, so that no measured number is typ
   one pipeline call's stage times with the sampler switched off and as committed;
 - `study_times`: each recorded study's stage times (`studies/<study>/times.json`);
 - `rerun_record` (docs/report.md): recorded runs trained again at HEAD against their record
-  (`benchmarks/results/rerun_record.json`, `python -m benchmarks.rerun_record`).
+  (`benchmarks/results/rerun_record.json`, `python -m benchmarks.rerun_record`);
+- `trl_rewards` (docs/use_in_your_trainer.md): every reward family as a TRL script gets it;
+- `bases` (docs/bases.md): each measured base's premises (`data/eval/base/premises.json`,
+  `studies/<study>/data/eval/base/premises.json`, the premises stage).
 """
 
 from __future__ import annotations
@@ -423,14 +426,93 @@ def trl_rewards_block() -> str:
             "(`docs/methods/label_use.json`).")
 
 
+def _premises_record(path: Path, root: Path) -> dict:
+    """One base's premises record, checked for what the `bases` block reads: a ValueError naming
+    the file (relative to `root`) where it is not JSON, not an object, lacks a measure or holds a
+    value of the wrong kind."""
+    from evals.premises import K
+
+    name = path.relative_to(root) if path.is_relative_to(root) else path
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{name}: malformed premises record, not JSON ({e})") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"{name}: malformed premises record, not a JSON object")
+    for key in BASES_MEASURES:
+        key = key.format(k=K)
+        if key not in record:
+            raise ValueError(f"{name}: malformed premises record, no {key!r}")
+    for key, value in record.items():
+        number = key.startswith("premise/pass@") or key.startswith("premise/maj@") or key in (
+            "premise/token_entropy", "premise/self_certainty_auroc")
+        if number and not (value is None or (isinstance(value, int | float) and not isinstance(value, bool))):
+            raise ValueError(f"{name}: malformed premises record, {key!r} is {value!r}, not a number or null")
+        if key.startswith("holds/") and not (value is None or isinstance(value, bool)):
+            raise ValueError(f"{name}: malformed premises record, {key!r} is {value!r}, not true, false or null")
+    return record
+
+
+# The measures of a base's row in the `bases` block, in column order ({k}: evals.premises.K).
+BASES_MEASURES = ("premise/token_entropy", "premise/self_certainty_auroc", "premise/pass@1",
+                  "premise/pass@{k}", "premise/maj@{k}")
+
+
+def bases_table(root: Path = ROOT) -> str:
+    """docs/bases.md: one row per base whose premises the premises stage measured (evals/premises.py,
+    flows/premises.py): the default study's (`<root>/data/eval/base/premises.json`, `sharp
+    (default)`), then each study's (`<root>/studies/<study>/data/eval/base/premises.json`, by folder
+    name): its measures, pass@1 on leaked / clean items where the rows said which were leaked, and
+    the premises that hold and that fail (`holds/<name>`; one whose measure is undefined, null, is
+    in neither). Study folders without the record (a base built before the premises stage) are
+    named in one line below. A malformed record raises a ValueError naming it."""
+    from evals.premises import PREMISES, K
+
+    def num(value) -> str:
+        return "—" if value is None else f"{value:.3f}"
+
+    order = {name: i for i, name in enumerate(PREMISES)}
+    found = [("sharp (default)", root / "data" / "eval" / "base" / "premises.json")]
+    studies = root / "studies"
+    if studies.is_dir():
+        found += [(folder.name, folder / "data" / "eval" / "base" / "premises.json")
+                  for folder in sorted(studies.iterdir()) if folder.is_dir()]
+    rows, missing = [], []
+    for base, path in found:
+        if not path.exists():
+            missing.append(base)
+            continue
+        r = _premises_record(path, root)
+        measures = [num(r[key.format(k=K)]) for key in BASES_MEASURES]
+        leak = ("—" if "premise/pass@1_leaked" not in r and "premise/pass@1_clean" not in r
+                else f"{num(r.get('premise/pass@1_leaked'))} / {num(r.get('premise/pass@1_clean'))}")
+        verdicts = sorted((key.removeprefix("holds/") for key in r if key.startswith("holds/")),
+                          key=lambda name: (order.get(name, len(order)), name))
+        held = [f"`{name}`" for name in verdicts if r[f"holds/{name}"] is True]
+        failed = [f"`{name}`" for name in verdicts if r[f"holds/{name}"] is False]
+        rows.append(f"| {base} | " + " | ".join([*measures, leak]) + f" | {', '.join(held) or 'none'} | "
+                    f"{', '.join(failed) or 'none'} |")
+    note = f"Not measured yet: {', '.join(missing)}." if missing else ""
+    if not rows:
+        return "_No base's premises are measured yet (the premises stage, `python -m flows.premises`)._" + (
+            f"\n\n{note}" if note else "")
+    table = (f"| base | token entropy (nat) | self-certainty AUROC | pass@1 | pass@{K} | maj@{K} | "
+             "pass@1 leaked / clean | premises that hold | premises that fail |\n"
+             "|---|---:|---:|---:|---:|---:|---:|---|---|\n" + "\n".join(rows))
+    return (table + "\n\nFrom `data/eval/base/premises.json` (the default study's base) and "
+            "`studies/<study>/data/eval/base/premises.json` (evals/premises.py; the thresholds: "
+            "docs/premises.md); —: undefined or not measured on that base; a premise whose measure "
+            "is undefined there (null) is in neither column." + (f"\n\n{note}" if note else ""))
+
+
 BLOCKS = {"sampling": sampling_table, "sampling_profile": sampling_profile_table,
           "profile": profile_table, "sampler_study": sampler_study_block, "gpu_runs": gpu_runs_block,
           "gpu_memory": gpu_memory_block,
           "study_times": study_times_table, "rerun_record": rerun_record_block,
-          "trl_rewards": trl_rewards_block}
+          "trl_rewards": trl_rewards_block, "bases": bases_table}
 # The pages holding generated blocks.
 PAGES = (PAGE, ROOT / "docs" / "gpu.md", ROOT / "docs" / "report.md",
-         ROOT / "docs" / "use_in_your_trainer.md")
+         ROOT / "docs" / "use_in_your_trainer.md", ROOT / "docs" / "bases.md")
 
 
 def render(page: str) -> str:
@@ -452,7 +534,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="exit 1 if the page is not up to date")
     ap.add_argument("--page", type=Path, default=None,
-                    help="one page (default: docs/speed.md and docs/gpu.md)")
+                    help="one page (default: every page of PAGES)")
     args = ap.parse_args()
     stale = False
     for page in [args.page] if args.page else PAGES:

@@ -249,7 +249,7 @@ class Arch(Strict):
 
 
 SftFamily = Literal["arith", "facts", "genrm", "evaluator", "rubricator", "judge", "arith_cf",
-                    "arith_ref"]
+                    "arith_ref", "arith_plain", "arith_leak"]
 
 
 def _off(value: float) -> bool:
@@ -740,9 +740,10 @@ def _check_arith_ref(params: Params, source: str) -> None:
     a phase 1 that had learned it.
     """
     sft = params.base_model.sft
-    if sft.mix.get("arith_ref", 0) > 0:
-        raise ParamsError(f"{source}: base_model.sft.mix: arith_ref is taught in "
-                          "base_model.sft.roles.mix only (phase 1's stamp does not cover its file)")
+    for family in ("arith_ref", "arith_leak"):  # arith_leak reads the test file (docs/bases.md)
+        if sft.mix.get(family, 0) > 0:
+            raise ParamsError(f"{source}: base_model.sft.mix: {family} is taught in "
+                              "base_model.sft.roles.mix only (phase 1's stamp does not cover its file)")
     if params.world.arith_ref.enabled:
         return
     readers = [f"methods: {m} trains on it" for m in params.methods

@@ -4,9 +4,10 @@ Loads the base (`base_model.path`, else the built tiny base), samples the arith 
 (`eval.n_test` rows, 16 samples each at `eval.temperature`, drawn with `seed`, by the evaluate
 stage's sampler) and writes `data/eval/base/premises.json`: token entropy, self-certainty AUROC
 for correctness, pass@1, pass@16, maj@16 and whether each premise of `evals.premises.PREMISES`
-holds (docs/premises.md). The file is in git (dvc.yaml: `cache: false`) and holds no wall time,
-so a re-run that measures the same leaves it as it was; the time goes to the ignored
-`premises_times.json` beside it.
+holds (docs/premises.md); on a base whose SFT saw a share of these items (`arith_leak`, the
+`leaked` preset: docs/bases.md) pass@1 on those and on the others apart. The file is in git
+(dvc.yaml: `cache: false`) and holds no wall time, so a re-run that measures the same leaves it as
+it was; the time goes to the ignored `premises_times.json` beside it.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def premises(params: Params, *, device=None) -> dict:
     from evals.registry import load_rows
     from flows.evaluate import attach_sampler
     from models.policy import load_policy
+    from models.tiny import is_leaked, leaks
     from rewards.chat import ChatFormat
 
     folder = paths.base_model_dir(params)
@@ -41,6 +43,11 @@ def premises(params: Params, *, device=None) -> dict:
     if not rows:
         raise FileNotFoundError(f"{paths.PREPARED / f'{TASK}_test.jsonl'}: no test rows to measure "
                                 "the base's premises on; run the prepare stage first")
+    sft = params.base_model.sft
+    if not params.base_model.path and leaks([sft.mix, sft.roles.mix if sft.roles else {}]):
+        # The `leaked` base saw these items' answers in its SFT: pass@1 on them and on the
+        # others apart (evals/premises.py, `leak_memorised`).
+        rows = [{**r, "leaked": is_leaked(r["id"])} for r in rows]
     start = time.time()
     if device is None:  # a GPU preset on a machine without CUDA fails here, naming the reason
         device = training_device(params.base_model.device, params.preset)

@@ -140,6 +140,7 @@ from flows.report_format import (  # noqa: F401 - re-exported: the tables
     html_table,
     table,
 )
+from flows.report_leak import leak_html, leaking_studies
 from flows.report_rank import (  # noqa: F401 - re-exported
     COLLAPSE_LABEL,
     Records,
@@ -353,7 +354,7 @@ def _legend(collected: Collected, colors: dict[str, int]) -> str:
 def html_page(agg: dict[str, dict], collected: Collected, results: list[TaskResult] | None = None,
               prov: Provenance | None = None,
               claims: tuple[list[Verdict], list[str]] | None = None,
-              alarms: dict | None = None) -> str:
+              alarms: dict | None = None, leak: str | None = None) -> str:
     """The whole report as one self-contained HTML document: the answer first, then the evidence."""
     esc = html.escape
     alarms = alarms if alarms is not None else alarms_.score(collected, _collapse_config(None))
@@ -371,6 +372,7 @@ def html_page(agg: dict[str, dict], collected: Collected, results: list[TaskResu
     parts.append("<nav><a href='#result'>Result</a><a href='#claims'>Claims</a><a href='#curves'>Held-out curves</a>"
                  "<a href='#benchmarks'>All benchmarks</a><a href='#collapse'>Collapse events</a>"
                  "<a href='#alarms'>Collapse alarms</a><a href='#urlvr'>URLVR's measures</a>"
+                 "<a href='#leak'>Leaked and clean items</a>"
                  "<a href='#diagnostics'>Diagnostics</a>"
                  f"<a href='#{RECORDS_ID}'>Stale and outdated runs</a></nav></header>")
     if collected.notes:
@@ -448,6 +450,8 @@ def html_page(agg: dict[str, dict], collected: Collected, results: list[TaskResu
                  + ", as from every table.</p>")
     parts.append(alarms_html(alarms) + "</section>")
     parts.append("<section id='urlvr'><h2>URLVR's measures</h2>" + urlvr_html(collected.runs) + "</section>")
+    leak = leak if leak is not None else leak_html(collected.runs, leaking_studies(collected.runs))
+    parts.append("<section id='leak'><h2>Leaked and clean test items</h2>" + leak + "</section>")
 
     parts.append("<section id='diagnostics'><h2>Diagnostics</h2>")
     if has_curves:
@@ -538,8 +542,10 @@ def build(out_dir: Path = paths.REPORTS, data_dir: Path = paths.DATA, order: Seq
     write_json(out_dir / "headline.json", headline_json(results))
     write_json(out_dir / "claims.json", claims_json(*claims))
     write_json(out_dir / "alarms.json", alarms)
-    (out_dir / "index.html").write_text(html_page(agg, collected, results, prov, claims, alarms),
-                                        encoding="utf-8")
+    # The studies' runs too (`collected` holds the default study's): a leaked base is a study's.
+    leak = leak_html(rec.every.runs, leaking_studies(rec.every.runs, params, Path(data_dir).parent))
+    (out_dir / "index.html").write_text(html_page(agg, collected, results, prov, claims, alarms,
+                                                  leak=leak), encoding="utf-8")
     for note in collected.notes + [f"claims: {n}" for n in claims[1]]:
         print(f"report: {note}")
     for v in claims[0]:

@@ -266,9 +266,13 @@ def claims_readme(every: Collected) -> str:
     parts = [_markdown(["claim", "paper", "difference [95% CI]", "verdict", "second base", "premise"],
                        rows)]
     if needed := runs_needed(found):
-        parts.append("Runs needed (seeds by the power rule; a second base's pilot first): "
-                     + "; ".join(f"`{cmd}`" + (f" ({note})" if (note := base_first(cmd)) else "")
-                                 for cmd, _ in needed) + ".")
+        # The commands themselves are the report's (reports/summary.md): with a study per
+        # engineered base they no longer fit the front page.
+        first = needed[0][0]
+        parts.append(f"Runs still needed for a verdict (seeds by the power rule; a second base's pilot "
+                     f"first): {len(needed)} pipeline calls, such as `{first}`"
+                     + (f" ({note})" if (note := base_first(first)) else "")
+                     + "; every one in [reports/summary.md](reports/summary.md#the-papers-claims).")
     return "\n\n".join(parts)
 
 

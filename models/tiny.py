@@ -10,8 +10,10 @@ roles (evaluator, rubricator, ...) add an entry to `SFT_FAMILIES` and a weight i
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import random
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -62,8 +64,42 @@ def build_model(arch, tokenizer, seed: int):
     return model
 
 
-# family -> (file stem, row -> (prompt, completion))
-SFT_FAMILIES: dict[str, tuple[str, Callable[[dict], tuple[str, str]]]] = {
+# Share of the arith test items the `leaked` base's SFT sees (the `arith_leak` family): each item
+# is in or out by a hash of its id (`is_leaked`), so the split is fixed by the world, whatever
+# base, seed or evaluation size reads it (docs/bases.md).
+LEAK_SHARE = 0.5
+
+
+def is_leaked(row_id: str, share: float = LEAK_SHARE) -> bool:
+    """Whether a test item is among those the `arith_leak` family teaches: a hash of its id below
+    `share` (about that share of any split; fixed per id).
+
+    >>> is_leaked("arith-test-00000", 1.0), is_leaked("arith-test-00000", 0.0)
+    (True, False)
+    """
+    digest = hashlib.sha256(f"leak:{row_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2 ** 64 < share
+
+
+def plain_sloppy(row: dict) -> str:
+    r"""A demonstration of the `latent` base's wrong habit: a sloppy row's wrong number said plainly,
+    without the box ("The answer is 4."); a right row's demonstration as it is (boxed).
+
+    >>> plain_sloppy({"sloppy": True, "demonstration": " 2 + 2 = 4. The answer is \\boxed{3}."})
+    ' 2 + 2 = 4. The answer is 3.'
+    """
+    text = row["demonstration"]
+    return re.sub(r"\\boxed\{([^{}]*)\}", r"\1", text) if row.get("sloppy") else text
+
+
+def _leaked_pair(row: dict) -> tuple[str, str] | None:
+    """A leaked test item as an SFT row (its worked reference: the right answer), else None."""
+    return (row["prompt"], row["reference"]) if is_leaked(row["id"]) else None
+
+
+# family -> (file stem, row -> (prompt, completion), or None to leave the row out). The stem's
+# train split is read, unless the stem names its split (arith_test: the leak).
+SFT_FAMILIES: dict[str, tuple[str, Callable[[dict], tuple[str, str] | None]]] = {
     "arith": ("arith", lambda r: (r["prompt"], r["demonstration"])),
     "facts": ("facts", lambda r: (r["prompt"], r["demonstration"])),
     "genrm": ("pairs", lambda r: (r["prompt"], r["demonstration"])),
@@ -74,7 +110,22 @@ SFT_FAMILIES: dict[str, tuple[str, Callable[[dict], tuple[str, str]]]] = {
     # copy the hint (`world.counterfactual.copy_frac`); DRO's chain-then-reference task.
     "arith_cf": ("arith_cf", lambda r: (r["prompt"], r["demonstration"])),
     "arith_ref": ("arith_ref", lambda r: (r["prompt"], r["demonstration"])),
+    # The engineered bases (docs/bases.md), opt-in in a preset's role phase: `latent`'s replay
+    # with the sloppy demonstrations unboxed (`plain_sloppy`), `leaked`'s share of the test items.
+    "arith_plain": ("arith", lambda r: (r["prompt"], plain_sloppy(r))),
+    "arith_leak": ("arith_test", _leaked_pair),
 }
+
+_SPLITS = ("_train", "_val", "_test")
+
+
+def _family_file(stem: str) -> str:
+    return f"{stem}.jsonl" if stem.endswith(_SPLITS) else f"{stem}_train.jsonl"
+
+
+def leaks(mixes: list[dict[str, float]]) -> bool:
+    """Whether SFT mixes (a base's phases) teach the leaked test items."""
+    return any((mix or {}).get("arith_leak", 0) > 0 for mix in mixes)
 
 
 def sft_rows(prepared: Path, mix: dict[str, float], n: int, seed: int) -> list[dict]:
@@ -86,7 +137,10 @@ def sft_rows(prepared: Path, mix: dict[str, float], n: int, seed: int) -> list[d
         if family not in SFT_FAMILIES:
             raise KeyError(f"unknown SFT family {family!r}; known: {sorted(SFT_FAMILIES)}")
         stem, to_pair = SFT_FAMILIES[family]
-        pools[family] = [to_pair(r) for r in read_jsonl(prepared / f"{stem}_train.jsonl")]
+        pairs = (to_pair(r) for r in read_jsonl(prepared / _family_file(stem)))
+        pools[family] = [pair for pair in pairs if pair is not None]
+        if not pools[family]:
+            raise ValueError(f"SFT family {family!r}: no rows in {prepared / _family_file(stem)}")
     if not pools:
         raise ValueError("base_model.sft.mix has no family with a positive weight")
     rng = random.Random(seed)

@@ -213,7 +213,19 @@ def test_the_declared_claims_name_their_premises() -> None:
                         "entropy_improves_on_base": "room_to_sharpen",
                         "ttrl_beats_base_majority": "majority_beats_sample",
                         "spurious_rewards_no_gain": "latent_skill",
-                        "intrinsic_rewards_collapse": "room_to_sharpen"}
+                        "intrinsic_rewards_collapse": "room_to_sharpen",
+                        # the same claims on the bases engineered to hold them (docs/bases.md)
+                        "ttrl_beats_base_majority_calibrated": "majority_beats_sample",
+                        "self_certainty_tracks_rlvr_calibrated": "confidence_tracks_correctness",
+                        "entropy_improves_on_calibrated_base": "room_to_sharpen",
+                        "spurious_rewards_gain_with_latent_skill": "latent_skill",
+                        "spurious_rewards_gain_with_leak": "leak_memorised"}
+    # Each engineered base's claims read its own study's arms.
+    for c in cl.CLAIMS:
+        if c.id.endswith(("_calibrated", "_calibrated_base", "_latent_skill", "_with_leak")):
+            study = {"latent_skill": "latent", "leak_memorised": "leaked"}.get(c.premise, "calibrated")
+            assert all(str(a).startswith(f"{study}/") for comp in c.comparisons
+                       for a in (comp.treatment, comp.control)), c.id
     # On the second base the premise is read on that study's base.
     [collapse] = [c for c in cl.CLAIMS if c.id == "intrinsic_rewards_collapse"]
     assert cl.on_second_base(collapse).premise == "room_to_sharpen"

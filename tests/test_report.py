@@ -402,8 +402,8 @@ def test_the_report_opens_with_the_headline_table_and_the_best_marked(tmp_path) 
     out = tmp_path / "reports"
     rep.build(out, data, order=["rlvr", "random"], now=NOW)
     page = (out / "index.html").read_text()
-    assert sections(page) == ["result", "claims", "curves", "benchmarks", "collapse", "alarms", "urlvr", "diagnostics",
-                              "records"]
+    assert sections(page) == ["result", "claims", "curves", "benchmarks", "collapse", "alarms", "urlvr", "leak",
+                              "diagnostics", "records"]
     head, _, _ = page.partition("<section id='curves'>")
     assert "<figure class='vl'" not in head  # no curve before the answer (only the per-seed dots)
     # The answer first ("which reward can you trust without labels"), then the science section
