@@ -34,6 +34,7 @@ import re
 import sys
 from pathlib import Path
 
+from core.io import read_json
 from core.params import ROOT
 from tasks.stages import stage_kind
 
@@ -505,11 +506,44 @@ def bases_table(root: Path = ROOT) -> str:
             "is undefined there (null) is in neither column." + (f"\n\n{note}" if note else ""))
 
 
+def base_arms_table(root: Path = ROOT, metric: str = "arith/pass@1") -> str:
+    """docs/bases.md: what each arm scored on each engineered base (a study whose base's premises
+    are measured): per study, per arm, `metric` on the test split at each recorded seed, their
+    mean and the mean minus the base's own evaluation (`eval/base/metrics.json`). One seed is a
+    pilot, not a verdict: the claims (evals/claims.yaml) decide from their planned seeds."""
+    rows = []
+    studies = root / "studies"
+    for folder in sorted(studies.iterdir()) if studies.is_dir() else []:
+        ev = folder / "data" / "eval"
+        if not (ev / "base" / "premises.json").exists():
+            continue
+        base = read_json(ev / "base" / "metrics.json").get(metric) if (ev / "base" / "metrics.json").exists() else None
+        for arm in sorted(d.name for d in ev.iterdir() if d.is_dir() and d.name != "base"):
+            seeds = sorted((int(f.parent.name.removeprefix("seed")), read_json(f).get(metric))
+                           for f in (ev / arm).glob("seed*/metrics.json"))
+            values = [v for _, v in seeds if isinstance(v, (int, float))]
+            if not values:
+                continue
+            mean = sum(values) / len(values)
+            gap = "—" if base is None else f"{mean - base:+.3f}"
+            rows.append(f"| {folder.name} | `{arm}` | " + ", ".join(f"{v:.3f} (seed {s})" for s, v in seeds
+                                                                  if isinstance(v, (int, float)))
+                        + f" | {mean:.3f} | {'—' if base is None else f'{base:.3f}'} | {gap} |")
+    if not rows:
+        return "_No arm has trained on an engineered base yet._"
+    return (f"| base | arm | {metric} by seed | mean | the base's | mean − base |\n"
+            "|---|---|---|---:|---:|---:|\n" + "\n".join(rows)
+            + "\n\nFrom `studies/<study>/data/eval/<arm>/seed<S>/metrics.json` and the base's "
+            "`eval/base/metrics.json` (test split). Fewer seeds than a claim plans are a pilot: the "
+            "verdicts are the claims table's (README, reports/claims.json).")
+
+
 BLOCKS = {"sampling": sampling_table, "sampling_profile": sampling_profile_table,
           "profile": profile_table, "sampler_study": sampler_study_block, "gpu_runs": gpu_runs_block,
           "gpu_memory": gpu_memory_block,
           "study_times": study_times_table, "rerun_record": rerun_record_block,
-          "trl_rewards": trl_rewards_block, "bases": bases_table}
+          "trl_rewards": trl_rewards_block, "bases": bases_table,
+          "base_arms": base_arms_table}
 # The pages holding generated blocks.
 PAGES = (PAGE, ROOT / "docs" / "gpu.md", ROOT / "docs" / "report.md",
          ROOT / "docs" / "use_in_your_trainer.md", ROOT / "docs" / "bases.md")

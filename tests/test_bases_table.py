@@ -95,3 +95,22 @@ def test_docs_bases_holds_the_block_and_renders_stably() -> None:
     once = tables.render(page)
     assert tables.render(once) == once
     assert once.split(begin)[1].split(end)[0].strip() == tables.bases_table().strip()
+
+
+def test_the_arms_on_each_measured_base_against_its_own_evaluation(tmp_path) -> None:
+    root = _repo(tmp_path)
+    study = root / "studies" / "latent" / "data" / "eval"
+    _write(study / "base" / "premises.json", _record())
+    _write(study / "base" / "metrics.json", {"arith/pass@1": 0.25})
+    _write(study / "format" / "seed0" / "metrics.json", {"arith/pass@1": 0.75})
+    _write(study / "format" / "seed1" / "metrics.json", {"arith/pass@1": 0.5})
+    _write(study / "random" / "seed0" / "metrics.json", {"facts/coverage": 0.5})  # no arith: left out
+    # a study whose base's premises are not measured is not an engineered base's row
+    _write(root / "studies" / "old" / "data" / "eval" / "rlvr" / "seed0" / "metrics.json",
+           {"arith/pass@1": 0.9})
+    lines = tables.base_arms_table(root).splitlines()
+    assert lines[0] == "| base | arm | arith/pass@1 by seed | mean | the base's | mean − base |"
+    assert lines[2] == "| latent | `format` | 0.750 (seed 0), 0.500 (seed 1) | 0.625 | 0.250 | +0.375 |"
+    assert not any("`random`" in line or line.startswith("| old") for line in lines)
+    assert len([line for line in lines if line.startswith("| latent")]) == 1
+    assert tables.base_arms_table(tmp_path / "empty") == "_No arm has trained on an engineered base yet._"
