@@ -170,14 +170,15 @@ def _git_tracked(root: Path, path: str) -> bool:
 
 
 def dvc_remotes(root: Path) -> list[str]:
-    """The DVC remotes a fresh clone has: `.dvc/config`'s `remote "<name>"` sections (config.local
-    is not in git)."""
+    """The DVC remotes a fresh clone has: `.dvc/config`'s `remote "<name>"` sections, which
+    `dvc remote add` writes single-quoted (`['remote "store"']`; config.local is not in git)."""
     config = configparser.ConfigParser()
     try:
         config.read(Path(root) / ".dvc" / "config")
     except configparser.Error:
         return []
-    return [s.split('"')[1] for s in config.sections() if s.startswith("remote ") and '"' in s]
+    names = (s.strip("'") for s in config.sections())
+    return [s.split('"')[1] for s in names if s.startswith("remote ") and s.count('"') >= 2]
 
 
 def fresh_clone_text(root: Path, params: Params, methods: Sequence[str], seeds: Sequence[int]) -> str:
@@ -196,8 +197,7 @@ def fresh_clone_text(root: Path, params: Params, methods: Sequence[str], seeds: 
                 f"`{remotes[0]}`), else trains them again")
     else:
         text = (f"A fresh clone trains {'all ' if not shipped else ''}{missing} again: no checkpoint ships "
-                "(`data/checkpoints/<method>/seed<S>/final` is a DVC output, not in git, and `.dvc/config` "
-                "names no remote to pull it from)")
+                "(`data/checkpoints/` is DVC's, not git's, and `.dvc/config` names no remote)")
     lock = Path(root) / "dvc.lock"
     if lock.is_file():
         try:

@@ -219,10 +219,12 @@ def test_the_declared_claims_name_their_premises() -> None:
                         "self_certainty_tracks_rlvr_calibrated": "confidence_tracks_correctness",
                         "entropy_improves_on_calibrated_base": "room_to_sharpen",
                         "spurious_rewards_gain_with_latent_skill": "latent_skill",
-                        "spurious_rewards_gain_with_leak": "leak_memorised"}
+                        "spurious_rewards_gain_with_leak": "leak_memorised",
+                        "intrinsic_rewards_collapse_calibrated": "room_to_sharpen"}
     # Each engineered base's claims read its own study's arms.
     for c in cl.CLAIMS:
-        if c.id.endswith(("_calibrated", "_calibrated_base", "_latent_skill", "_with_leak")):
+        if c.premise and c.id.endswith(("_calibrated", "_calibrated_base", "_latent_skill",
+                                        "_with_leak")):
             study = {"latent_skill": "latent", "leak_memorised": "leaked"}.get(c.premise, "calibrated")
             assert all(str(a).startswith(f"{study}/") for comp in c.comparisons
                        for a in (comp.treatment, comp.control)), c.id
