@@ -8,7 +8,8 @@ it outdated, though most such changes leave every number where it was. This comm
 by evidence, per study (the default study's dvc.lock, and each record under studies/):
 
 1. **Candidates.** The run files of SINCE and of HEAD are computed by each commit's own code (SINCE
-   in a scratch git worktree). A train or evaluate stage is a candidate when its record was current
+   in a scratch git worktree, with the study.json of each study recorded after SINCE laid in:
+   `lay_in_later_records`). A train or evaluate stage is a candidate when its record was current
    at SINCE and only its `code` digest differs at HEAD; a record already outdated at SINCE, or whose
    settings changed, is not one (it must train again).
 2. **What really changed.** The Python files whose normalised source (`normalized_source`: comments,
@@ -48,6 +49,7 @@ import yaml
 from core.codedeps import normalized_source
 from core.params import ROOT
 from tasks.stages import run_of
+from tasks.studies import RECORDS
 
 CONFIG = ROOT / "configs" / "revalidate.yaml"
 OUT = ROOT / "reports" / "revalidate.json"
@@ -131,6 +133,36 @@ def run_files(root: Path, closures: bool = False) -> dict[str, dict[str, dict]]:
         raise RevalidateError(f"computing the run files in {root} failed: "
                               f"{(r.stderr.strip().splitlines() or ['?'])[-1]}")
     return json.loads(r.stdout)
+
+
+def lay_in_later_records(root: Path, tree: Path) -> list[str]:
+    """Lay into `tree` (SINCE's checkout) the study.json of each study recorded at `root` (HEAD)
+    but not in `tree`, so that SINCE's code computes its run files too; the names laid in.
+
+    A study's record is often committed after the commit whose code made it (a study runs for an
+    hour while other work lands). Without its study.json SINCE's tree does not know the study, and
+    every run of it read as "already outdated at SINCE" though SINCE's code made it. With it, a
+    run whose recorded run file is the one SINCE's code writes is current at SINCE, as it was
+    when it ran; a record made by other code still matches nothing there.
+
+    >>> import tempfile
+    >>> head, old = Path(tempfile.mkdtemp()), Path(tempfile.mkdtemp())
+    >>> for name, where in (("a", head), ("b", head), ("b", old)):
+    ...     (where / "studies" / name).mkdir(parents=True)
+    ...     _ = (where / "studies" / name / "study.json").write_text(f'{{"at": "{where.name}"}}')
+    >>> lay_in_later_records(head, old)
+    ['a']
+    >>> json.loads((old / "studies" / "b" / "study.json").read_text())["at"] == old.name
+    True
+    """
+    laid = []
+    for f in sorted((root / RECORDS).glob("*/study.json")):
+        dst = tree / RECORDS / f.parent.name / "study.json"
+        if not dst.exists():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(f.read_bytes())
+            laid.append(f.parent.name)
+    return laid
 
 
 def changed_code(since: str, head: str | None = "HEAD", root: Path = ROOT) -> list[str]:
@@ -430,6 +462,10 @@ def revalidate(since: str, only: list[str] | None, dry_run: bool, out: Path,
         old_tree = Path(scratch) / "since"
         git("worktree", "add", "--quiet", "--detach", str(old_tree), since_rev)
         try:
+            later = lay_in_later_records(ROOT, old_tree)
+            if later:
+                log(f"revalidate: recorded after {since_rev[:7]}, their run files computed by its "
+                    f"code too: {', '.join(later)}")
             at_since = run_files(old_tree)
         finally:
             git("worktree", "remove", "--force", str(old_tree))
@@ -442,7 +478,7 @@ def revalidate(since: str, only: list[str] | None, dry_run: bool, out: Path,
         studies = {s: p for s, p in studies.items() if s in only}
     kind, tol = cpu_kind(), cfg.get("tolerance") or {}
     evidence: dict = {"since": since_rev, "head": head, "machine": kind, "changed": changed,
-                      "tolerance": tol, "studies": {}}
+                      "tolerance": tol, "recorded_after_since": later, "studies": {}}
     failed = False
     for study, lock in studies.items():
         stages = lock_stages(lock)
