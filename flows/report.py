@@ -81,6 +81,7 @@ from flows.report_answer import (  # noqa: F401 - re-exported
     answer_html,
     answer_line,
     answer_lines,
+    bases_line,
     collapse_legend,
     first_screen_key,
     headline_html,
@@ -179,7 +180,8 @@ def summary_markdown(agg: dict[str, dict], collected: Collected, smoke: Sequence
                      claims: tuple[list[Verdict], list[str]] | None = None,
                      alarms: dict | None = None, left_out: Sequence[str] = (), outdated: str = "",
                      outdated_counts: dict[str, dict[str, int]] | None = None,
-                     results: list[TaskResult] | None = None, data_dir: Path = paths.DATA) -> str:
+                     results: list[TaskResult] | None = None, data_dir: Path = paths.DATA,
+                     bases: str | None = None) -> str:
     """summary.md: first the answer as the first screen gives it (the smoke-test warning and the one
     line of bookkeeping when they apply, a sentence per task, the methods grouped by what they read
     with the tie rule and the collapse label: `results_markdown`), then the headline table, the
@@ -195,7 +197,7 @@ def summary_markdown(agg: dict[str, dict], collected: Collected, smoke: Sequence
         parts += [line, ""]
     parts += [f"## {ANSWER_TITLE}", ""]
     if results:
-        parts += [*(f"- {line}" for line in answer_lines(results)), "",
+        parts += [*(f"- {line}" for line in [*answer_lines(results), *([bases] if bases else [])]), "",
                   results_markdown(agg, collected, data_dir, alarms=alarms, results=results)]
     else:
         parts.append("No evaluations found (data/eval/ is empty).")
@@ -354,8 +356,9 @@ def _legend(collected: Collected, colors: dict[str, int]) -> str:
 def html_page(agg: dict[str, dict], collected: Collected, results: list[TaskResult] | None = None,
               prov: Provenance | None = None,
               claims: tuple[list[Verdict], list[str]] | None = None,
-              alarms: dict | None = None, leak: str | None = None) -> str:
-    """The whole report as one self-contained HTML document: the answer first, then the evidence."""
+              alarms: dict | None = None, leak: str | None = None, bases: str | None = None) -> str:
+    """The whole report as one self-contained HTML document: the answer first, then the evidence
+    (`bases`: the sentence on the engineered bases, `bases_line`)."""
     esc = html.escape
     alarms = alarms if alarms is not None else alarms_.score(collected, _collapse_config(None))
     results = results if results is not None else headline(collected, agg, paths.DATA, alarms=alarms)
@@ -383,7 +386,8 @@ def html_page(agg: dict[str, dict], collected: Collected, results: list[TaskResu
     parts.append(f"<section id='result'><h2>{ANSWER_TITLE}</h2>")
     if results:
         parts.append("<ul class='answer'>" + "".join(f"<li>{answer_html(line, r)}</li>" for r in results
-                                                     if (line := answer_line(r))) + "</ul>")
+                                                     if (line := answer_line(r)))
+                     + (f"<li>{esc(bases)}</li>" if bases else "") + "</ul>")
         parts.append("".join(f"<p class='key'>{esc(line)}</p>" for line in first_screen_key(alarms))
                      + "<div class='tasks'>")
         for res in results:
@@ -532,11 +536,13 @@ def build(out_dir: Path = paths.REPORTS, data_dir: Path = paths.DATA, order: Seq
     prov = provenance(params, collected, Path(data_dir), now)
     prov.left_out = rec.left_out
     claims = verdicts(rec.every.runs)  # the claims leave stale runs out themselves
+    bases = bases_line(current(rec.every).runs)
     prov.outdated_counts = rec.outdated
     prov.outdated = outdated_summary(rec.outdated)
     (out_dir / "summary.md").write_text(summary_markdown(agg, collected, prov.smoke, claims, alarms,
                                                          prov.left_out, prov.outdated,
-                                                         prov.outdated_counts, results, Path(data_dir)),
+                                                         prov.outdated_counts, results, Path(data_dir),
+                                                         bases),
                                         encoding="utf-8")
     write_json(out_dir / "metrics.json", agg)
     write_json(out_dir / "headline.json", headline_json(results))
@@ -545,7 +551,7 @@ def build(out_dir: Path = paths.REPORTS, data_dir: Path = paths.DATA, order: Seq
     # The studies' runs too (`collected` holds the default study's): a leaked base is a study's.
     leak = leak_html(rec.every.runs, leaking_studies(rec.every.runs, params, Path(data_dir).parent))
     (out_dir / "index.html").write_text(html_page(agg, collected, results, prov, claims, alarms,
-                                                  leak=leak), encoding="utf-8")
+                                                  leak=leak, bases=bases), encoding="utf-8")
     for note in collected.notes + [f"claims: {n}" for n in claims[1]]:
         print(f"report: {note}")
     for v in claims[0]:
@@ -553,7 +559,7 @@ def build(out_dir: Path = paths.REPORTS, data_dir: Path = paths.DATA, order: Seq
     for name, cells in zip(alarms_.ALARMS, alarms_.summary_rows(alarms["independent"])):
         print(f"report: alarm {name} (test-split label): "
               + "; ".join(f"{h} {c}" for h, c in zip(alarms_.HEADER[1:], cells[1:])))
-    for line in answer_lines(results):
+    for line in [*answer_lines(results), *([bases] if bases else [])]:
         print(f"report: {line}")
     if prov.smoke:
         print(f"report: {SMOKE_BANNER.upper()}: {'; '.join(prov.smoke)}")

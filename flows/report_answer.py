@@ -207,6 +207,56 @@ def answer_lines(results: Sequence[TaskResult]) -> list[str]:
     return [line for res in results if (line := answer_line(res))]
 
 
+def bases_line(runs: Mapping[str, Mapping[int | None, object]], metric: str = "arith/pass@1") -> str | None:
+    """The first screen's sentence on the engineered bases (docs/bases.md): per study whose base's
+    premises are measured (`<study>/base` with a premises record), the premises that hold there,
+    then each arm's mean `metric` over its seeds so far minus that base's own, best first, with
+    its seeds; None where no such study has a trained arm. `runs` as `Collected.runs` with the
+    studies (`<study>/<arm>`), stale runs already left out. A seed or two is a pilot, and the
+    sentence says so: the verdicts are the claims table's.
+
+    >>> from types import SimpleNamespace as R
+    >>> runs = {"cal/base": {None: R(premises={"holds/a": True, "holds/b": False},
+    ...                                  metrics={"arith/pass@1": 0.1})},
+    ...         "cal/x": {0: R(metrics={"arith/pass@1": 0.3}), 1: R(metrics={"arith/pass@1": 0.5})},
+    ...         "cal/y": {0: R(metrics={"arith/pass@1": 0.05})},
+    ...         "rlvr": {0: R(metrics={"arith/pass@1": 0.9})}}
+    >>> print(bases_line(runs))  # doctest: +NORMALIZE_WHITESPACE
+    on the engineered bases (arith pass@1, each arm's mean over its seeds so far minus its base's;
+    a pilot until the claims decide): cal (premises that hold: a): x +0.300 (2 seeds),
+    y −0.050 (1 seed) over its base's 0.100.
+    >>> bases_line({"rlvr": {0: R(metrics={"arith/pass@1": 0.9})}}) is None
+    True
+    """
+    parts = []
+    for key in sorted(k for k in runs if k.endswith("/base")):
+        study = key.removesuffix("/base")
+        base = runs[key].get(None)
+        premises = getattr(base, "premises", None) if base is not None else None
+        base_value = (getattr(base, "metrics", None) or {}).get(metric) if base is not None else None
+        if not premises or not isinstance(base_value, (int, float)):
+            continue
+        arms = []
+        for name, seeds in runs.items():
+            if not name.startswith(f"{study}/") or name == key:
+                continue
+            values = [v for run in seeds.values()
+                      if isinstance(v := (getattr(run, "metrics", None) or {}).get(metric), (int, float))]
+            if values:
+                arms.append((sum(values) / len(values) - base_value, name.split("/", 1)[1], len(values)))
+        if not arms:
+            continue
+        held = [k.removeprefix("holds/") for k, v in premises.items() if k.startswith("holds/") and v is True]
+        gains = ", ".join(f"{arm} {_signed(gain)} ({n} seed{'s' * (n > 1)})"
+                          for gain, arm, n in sorted(arms, key=lambda a: (-a[0], a[1])))
+        parts.append(f"{study} (premises that hold: {', '.join(held) or 'none'}): {gains} over its "
+                     f"base's {_fmt(base_value)}")
+    if not parts:
+        return None
+    return (f"on the engineered bases ({metric.replace('/', ' ')}, each arm's mean over its seeds so "
+            "far minus its base's; a pilot until the claims decide): " + "; ".join(parts) + ".")
+
+
 def answer_html(line: str, res: TaskResult) -> str:
     """An answer line with the task and the best label-free method in bold."""
     text = html.escape(line)

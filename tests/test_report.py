@@ -850,3 +850,26 @@ def test_make_results_writes_the_readme_table_the_report_opens_with(tmp_path, mo
     assert readme_rows(block) and readme_rows(block) == readme_rows(summary.partition("## Methods compared")[0])
     assert "**1 stale run left out**" in block and "(reports/summary.md#stale-and-outdated-runs)" in block
     assert "## Stale and outdated runs" in summary  # the heading that anchor names
+
+
+def test_the_first_screen_names_what_each_arm_did_on_the_engineered_bases(tmp_path) -> None:
+    """A study whose base's premises are measured (an engineered base, docs/bases.md) gets one
+    sentence under the answer: the premises that hold there and each arm against that base."""
+    data = make_data(tmp_path)
+    study = tmp_path / "studies" / "cal" / "data" / "eval"
+    write(study / "base" / "metrics.json", {"arith/pass@1": 0.1})
+    write(study / "base" / "premises.json", {"holds/room_to_sharpen": True, "holds/latent_skill": False})
+    write(study / "entropy" / "seed0" / "metrics.json", {"arith/pass@1": 0.25})
+    write(study / "entropy" / "seed1" / "metrics.json", {"arith/pass@1": 0.35})
+    out = tmp_path / "reports"
+    rep.build(out, data, order=["rlvr", "random"], now=NOW)
+    page = (out / "index.html").read_text()
+    answer = re.search(r"<ul class='answer'>(.*?)</ul>", page, flags=re.DOTALL).group(1)
+    sentence = ("cal (premises that hold: room_to_sharpen): entropy +0.200 (2 seeds) over its "
+                "base&#x27;s 0.100")
+    assert sentence in answer
+    assert sentence.replace("&#x27;", "'") in (out / "summary.md").read_text()
+    # Without a premises record the study's base is not an engineered one: no sentence.
+    (study / "base" / "premises.json").unlink()
+    rep.build(out, data, order=["rlvr", "random"], now=NOW)
+    assert "engineered bases" not in (out / "index.html").read_text()
