@@ -197,6 +197,8 @@ def prepare(name: str, root: Path = ROOT, log: Callable[[str], object] = print) 
     kept = {} if (rec / "dvc.lock").exists() else base_chain(ws)
     for f in ("dvc.lock", *(f"data/{p}" for p in _RECORDED), *(src for src, _ in _TIMES), _ROUND):
         remove(ws / f)  # the times too: a record never carries an earlier invocation's
+    for f in default_run_records(ws):
+        remove(ws / f)
     for rel, content in kept.items():
         (ws / rel).parent.mkdir(parents=True, exist_ok=True)
         (ws / rel).write_bytes(content)
@@ -219,6 +221,16 @@ def prepare(name: str, root: Path = ROOT, log: Callable[[str], object] = print) 
         shutil.copytree(root / phase1, ws / phase1)
     info = {"preset": preset or None, "methods": methods, "seeds": seeds, "commit": rev}
     return info if name == preset else {**info, "name": name, "base_seed": base_seed}
+
+
+def default_run_records(ws: Path) -> list[str]:
+    """The default study's training records that git checks out into a workspace
+    (data/checkpoints/<method>/seed<S>/run.json): the checkout resets them on every call, so they
+    are never the study's own. Left in place, a study arm named like a default-study method
+    (`format`, `random`) reads one as its own output, "modified" against the study's dvc.lock, and
+    a resumed call (`keep_recorded`, tasks/stages.py) retrains a run its record holds."""
+    listed = git(["ls-files", "--", "data/checkpoints"], ws)
+    return [f for f in listed.splitlines() if f.endswith("/run.json")]
 
 
 def base_chain(ws: Path) -> dict[str, bytes]:

@@ -44,6 +44,8 @@ def repo(tmp_path) -> Path:
     write(root / "data" / "eval" / "base" / "metrics.json", {"arith/pass@1": 0.4})
     write(root / "data" / "base_model_info.json", {"parameters": 5})
     write(root / "data" / "phase1_marker.json", {})
+    # The default study's training record of a method that a study also names as an arm.
+    write(root / "data" / "checkpoints" / "rlme" / "seed0" / "run.json", {"study": "default"})
     git(root, "init", "-q", "-b", "main")
     git(root, "add", "-f", ".")
     git(root, "commit", "-qm", "start")
@@ -126,6 +128,9 @@ def test_the_record_keeps_the_arms_and_a_resumed_study_gets_it_back(repo) -> Non
     assert json.loads((ws / "data" / "eval" / "rlme" / "seed1" / "metrics.json").read_text()) == {
         "arith_cf/cheat_rate": 0.1}
     assert not (ws / "data" / "eval" / "rlvr").exists()  # neither the default study's results
+    # nor its training records, which the checkout put back: rlme's would read as this study's
+    # own output "modified", and a resumed call would retrain the runs its record holds.
+    assert not (ws / "data" / "checkpoints" / "rlme" / "seed0" / "run.json").exists()
     assert not (ws / studies.TIMES_FILE).exists()  # nor the last call's times: this call writes its own
     # This call's record keeps the first call's times beside its own (the study's cost is both).
     write(ws / studies.TIMES_FILE, {"wall_seconds": 7.0, "stages": {}})
