@@ -511,6 +511,8 @@ def base_arms_table(root: Path = ROOT, metric: str = "arith/pass@1") -> str:
     are measured): per study, per arm, `metric` on the test split at each recorded seed, their
     mean and the mean minus the base's own evaluation (`eval/base/metrics.json`). One seed is a
     pilot, not a verdict: the claims (evals/claims.yaml) decide from their planned seeds."""
+    from flows.report_format import _signed  # the report's signed numbers (a true minus sign)
+
     rows = []
     studies = root / "studies"
     for folder in sorted(studies.iterdir()) if studies.is_dir() else []:
@@ -525,7 +527,7 @@ def base_arms_table(root: Path = ROOT, metric: str = "arith/pass@1") -> str:
             if not values:
                 continue
             mean = sum(values) / len(values)
-            gap = "—" if base is None else f"{mean - base:+.3f}"
+            gap = "—" if base is None else _signed(mean - base)
             rows.append(f"| {folder.name} | `{arm}` | " + ", ".join(f"{v:.3f} (seed {s})" for s, v in seeds
                                                                   if isinstance(v, (int, float)))
                         + f" | {mean:.3f} | {'—' if base is None else f'{base:.3f}'} | {gap} |")
