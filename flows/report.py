@@ -76,6 +76,7 @@ from flows import alarms as alarms_
 from flows import charts as charts_
 from flows.charts import PALETTE, Series, series_for  # noqa: F401 - re-exported
 from flows.report_answer import (  # noqa: F401 - re-exported
+    BASES_LEAD,
     RECORDS_ANCHOR,
     RECORDS_ID,
     answer_html,
@@ -387,7 +388,8 @@ def html_page(agg: dict[str, dict], collected: Collected, results: list[TaskResu
     if results:
         parts.append("<ul class='answer'>" + "".join(f"<li>{answer_html(line, r)}</li>" for r in results
                                                      if (line := answer_line(r)))
-                     + (f"<li>{esc(bases)}</li>" if bases else "") + "</ul>")
+                     + (f"<li>{esc(bases).replace(BASES_LEAD, f'<b>{BASES_LEAD}</b>', 1)}</li>"
+                        if bases else "") + "</ul>")
         parts.append("".join(f"<p class='key'>{esc(line)}</p>" for line in first_screen_key(alarms))
                      + "<div class='tasks'>")
         for res in results:

@@ -29,6 +29,7 @@ RECORDS_ID = "records"
 RECORDS_TITLE = "Stale and outdated runs"
 RECORDS_ANCHOR = "stale-and-outdated-runs"  # the heading's anchor on a rendered markdown page
 FLOOR = "floor: the base model, before any training"
+BASES_LEAD = "on the engineered bases"  # `bases_line`'s opening words, bold on the first screen
 
 
 # ------------------------------------------------------------------------------ bookkeeping
@@ -253,7 +254,7 @@ def bases_line(runs: Mapping[str, Mapping[int | None, object]], metric: str = "a
                      f"base's {_fmt(base_value)}")
     if not parts:
         return None
-    return (f"on the engineered bases ({metric.replace('/', ' ')}, each arm's mean over its seeds so "
+    return (f"{BASES_LEAD} ({metric.replace('/', ' ')}, each arm's mean over its seeds so "
             "far minus its base's; a pilot until the claims decide): " + "; ".join(parts) + ".")
 
 

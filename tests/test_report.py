@@ -867,7 +867,7 @@ def test_the_first_screen_names_what_each_arm_did_on_the_engineered_bases(tmp_pa
     answer = re.search(r"<ul class='answer'>(.*?)</ul>", page, flags=re.DOTALL).group(1)
     sentence = ("cal (premises that hold: room_to_sharpen): entropy +0.200 (2 seeds) over its "
                 "base&#x27;s 0.100")
-    assert sentence in answer
+    assert sentence in answer and "<b>on the engineered bases</b> (arith pass@1" in answer
     assert sentence.replace("&#x27;", "'") in (out / "summary.md").read_text()
     # Without a premises record the study's base is not an engineered one: no sentence.
     (study / "base" / "premises.json").unlink()
