@@ -375,6 +375,11 @@ def test_the_readme_claims_block_is_the_reports_verdict_table_and_alarm_rates(tm
                                                  "not tested")) == len(CLAIMS)
     assert "collapse label" not in text and "healthy" not in text
     assert len(text.encode()) < 4 * 1024
+    # What is still needed: the count of pipeline calls, their commands in the report's summary.
+    found, _ = rep.verdicts(rep.with_studies(collected, data).runs)
+    calls = len(rep.runs_needed(found))
+    assert calls and (f"{calls} pipeline calls, each in [reports/summary.md]"
+                      "(reports/summary.md#the-papers-claims)." in text)
 
 
 # ------------------------------------------------------------------------------ the answer first
