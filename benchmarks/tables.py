@@ -34,7 +34,6 @@ import re
 import sys
 from pathlib import Path
 
-from core.io import read_json
 from core.params import ROOT
 from tasks.stages import stage_kind
 
@@ -508,28 +507,20 @@ def bases_table(root: Path = ROOT) -> str:
 
 def base_arms_table(root: Path = ROOT, metric: str = "arith/pass@1") -> str:
     """docs/bases.md: what each arm scored on each engineered base (a study whose base's premises
-    are measured): per study, per arm, `metric` on the test split at each recorded seed, their
-    mean and the mean minus the base's own evaluation (`eval/base/metrics.json`). One seed is a
-    pilot, not a verdict: the claims (evals/claims.yaml) decide from their planned seeds."""
+    are measured, flows/report_answer.py `engineered_arms`, stale runs left out as the report
+    does): per study, per arm, `metric` on the test split at each recorded seed, their mean and
+    the mean minus the base's own evaluation (`eval/base/metrics.json`). One seed is a pilot, not a
+    verdict: the claims (evals/claims.yaml) decide from their planned seeds."""
+    from flows.report_answer import engineered_arms
+    from flows.report_collect import collect_studies, current
     from flows.report_format import _signed  # the report's signed numbers (a true minus sign)
 
     rows = []
-    studies = root / "studies"
-    for folder in sorted(studies.iterdir()) if studies.is_dir() else []:
-        ev = folder / "data" / "eval"
-        if not (ev / "base" / "premises.json").exists():
-            continue
-        base = read_json(ev / "base" / "metrics.json").get(metric) if (ev / "base" / "metrics.json").exists() else None
-        for arm in sorted(d.name for d in ev.iterdir() if d.is_dir() and d.name != "base"):
-            seeds = sorted((int(f.parent.name.removeprefix("seed")), read_json(f).get(metric))
-                           for f in (ev / arm).glob("seed*/metrics.json"))
-            values = [v for _, v in seeds if isinstance(v, (int, float))]
-            if not values:
-                continue
-            mean = sum(values) / len(values)
+    for study, _, base, arms in engineered_arms(current(collect_studies(root / "studies")).runs, metric):
+        for arm, seeds in arms:
+            mean = sum(v for _, v in seeds) / len(seeds)
             gap = "—" if base is None else _signed(mean - base)
-            rows.append(f"| {folder.name} | `{arm}` | " + ", ".join(f"{v:.3f} (seed {s})" for s, v in seeds
-                                                                  if isinstance(v, (int, float)))
+            rows.append(f"| {study} | `{arm}` | " + ", ".join(f"{v:.3f} (seed {s})" for s, v in seeds)
                         + f" | {mean:.3f} | {'—' if base is None else f'{base:.3f}'} | {gap} |")
     if not rows:
         return "_No arm has trained on an engineered base yet._"

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from evals.claims import TEST_ITEMS
 from flows import alarms as alarms_
 from flows import charts as charts_
+from flows.report_collect import RunData
 from flows.report_format import _fmt, _signed, cell
 from flows.report_rank import (
     COLLAPSE_LABEL,
@@ -208,15 +209,38 @@ def answer_lines(results: Sequence[TaskResult]) -> list[str]:
     return [line for res in results if (line := answer_line(res))]
 
 
-def bases_line(runs: Mapping[str, Mapping[int | None, object]], metric: str = "arith/pass@1") -> str | None:
-    """The first screen's sentence on the engineered bases (docs/bases.md): per study whose base's
-    premises are measured (`<study>/base` with a premises record), the premises that hold there,
-    then each arm's mean `metric` over its seeds so far minus that base's own, best first, with
-    its seeds; None where no such study has a trained arm. `runs` as `Collected.runs` with the
-    studies (`<study>/<arm>`), stale runs already left out. A seed or two is a pilot, and the
+def engineered_arms(runs: Mapping[str, Mapping[int | None, RunData]], metric: str = "arith/pass@1"
+                    ) -> list[tuple[str, dict, float | None, list[tuple[str, list[tuple[int, float]]]]]]:
+    """Each study whose base's premises are measured (an engineered base, docs/bases.md:
+    `<study>/base` with a premises record), by name: (study, its base's premises, the base's own
+    `metric` or None, [(arm, [(seed, value), ...]), ...] by arm and seed, arms with a value only).
+    `runs` as `Collected.runs` with the studies (`<study>/<arm>`). The first screen's sentence
+    (`bases_line`) and docs/bases.md's arms table (benchmarks/tables.py) both read it."""
+    out = []
+    for key in sorted(k for k in runs if k.endswith("/base")):
+        base = runs[key].get(None)
+        if base is None or not base.premises:
+            continue
+        study = key.removesuffix("/base")
+        value = (base.metrics or {}).get(metric)
+        arms = []
+        for name in sorted(n for n in runs if n.startswith(f"{study}/") and n != key):
+            seeds = sorted((seed, v) for seed, run in runs[name].items() if seed is not None
+                           and isinstance(v := (run.metrics or {}).get(metric), (int, float)))
+            if seeds:
+                arms.append((name.split("/", 1)[1], seeds))
+        out.append((study, base.premises, value if isinstance(value, (int, float)) else None, arms))
+    return out
+
+
+def bases_line(runs: Mapping[str, Mapping[int | None, RunData]], metric: str = "arith/pass@1") -> str | None:
+    """The first screen's sentence on the engineered bases (`engineered_arms`): per study, the
+    premises that hold on its base, then each arm's mean `metric` over its seeds so far minus
+    that base's own, best first, with its seeds; None where no such study has a trained arm.
+    Stale runs should be left out of `runs` first (`current`). A seed or two is a pilot, and the
     sentence says so: the verdicts are the claims table's.
 
-    >>> from types import SimpleNamespace as R
+    >>> from flows.report_collect import RunData as R
     >>> runs = {"cal/base": {None: R(premises={"holds/a": True, "holds/b": False},
     ...                                  metrics={"arith/pass@1": 0.1})},
     ...         "cal/x": {0: R(metrics={"arith/pass@1": 0.3}), 1: R(metrics={"arith/pass@1": 0.5})},
@@ -230,28 +254,15 @@ def bases_line(runs: Mapping[str, Mapping[int | None, object]], metric: str = "a
     True
     """
     parts = []
-    for key in sorted(k for k in runs if k.endswith("/base")):
-        study = key.removesuffix("/base")
-        base = runs[key].get(None)
-        premises = getattr(base, "premises", None) if base is not None else None
-        base_value = (getattr(base, "metrics", None) or {}).get(metric) if base is not None else None
-        if not premises or not isinstance(base_value, (int, float)):
+    for study, premises, base_value, arms in engineered_arms(runs, metric):
+        if base_value is None or not arms:
             continue
-        arms = []
-        for name, seeds in runs.items():
-            if not name.startswith(f"{study}/") or name == key:
-                continue
-            values = [v for run in seeds.values()
-                      if isinstance(v := (getattr(run, "metrics", None) or {}).get(metric), (int, float))]
-            if values:
-                arms.append((sum(values) / len(values) - base_value, name.split("/", 1)[1], len(values)))
-        if not arms:
-            continue
+        gains = sorted(((sum(v for _, v in seeds) / len(seeds) - base_value, arm, len(seeds))
+                        for arm, seeds in arms), key=lambda a: (-a[0], a[1]))
         held = [k.removeprefix("holds/") for k, v in premises.items() if k.startswith("holds/") and v is True]
-        gains = ", ".join(f"{arm} {_signed(gain)} ({n} seed{'s' * (n > 1)})"
-                          for gain, arm, n in sorted(arms, key=lambda a: (-a[0], a[1])))
-        parts.append(f"{study} (premises that hold: {', '.join(held) or 'none'}): {gains} over its "
-                     f"base's {_fmt(base_value)}")
+        parts.append(f"{study} (premises that hold: {', '.join(held) or 'none'}): "
+                     + ", ".join(f"{arm} {_signed(gain)} ({n} seed{'s' * (n > 1)})" for gain, arm, n in gains)
+                     + f" over its base's {_fmt(base_value)}")
     if not parts:
         return None
     return (f"{BASES_LEAD} ({metric.replace('/', ' ')}, each arm's mean over its seeds so "
